@@ -1,0 +1,1 @@
+"""The evokernels engine and its command line."""

@@ -1,0 +1,147 @@
+"""The `evo` command line. `python -m evo` is the same program.
+
+Errors a user can cause print one line naming the problem and exit 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from fitness.errors import EvoError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="evo", description="Evolutionary search for fast GPU kernels.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    e = sub.add_parser("eval", help="evaluate one candidate kernel against a workload")
+    e.add_argument("candidate", help="a Python file that defines ModelNew")
+    e.add_argument(
+        "--workload", required=True, help="builtin:NAME, kernelbench:levelN/ID or a path"
+    )
+    e.add_argument("--kernelbench", help="KernelBench checkout (default: $KERNELBENCH_ROOT)")
+    e.add_argument("--backend", choices=["triton", "cuda"], default="triton")
+    e.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    e.add_argument("--precision", choices=["fp32", "tf32", "bf16", "fp16"], default="fp32")
+    e.add_argument("--timeout", type=float, default=180.0, help="seconds per phase (default 180)")
+    e.add_argument("--json", action="store_true", help="print exactly one JSON object")
+
+    w = sub.add_parser("workloads", help="list or screen workloads")
+    wsub = w.add_subparsers(dest="workloads_command", required=True)
+    wl = wsub.add_parser("list", help="list builtin and KernelBench workloads")
+    wl.add_argument("--kernelbench", help="KernelBench checkout (default: $KERNELBENCH_ROOT)")
+    wc = wsub.add_parser("check", help="run the null candidates; flag a degenerate workload")
+    wc.add_argument("workload")
+    wc.add_argument("--kernelbench")
+    wc.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    wc.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "eval":
+            return _eval(args)
+        if args.command == "workloads":
+            return _workloads(args)
+    except EvoError as e:
+        print(f"evo: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("evo: interrupted", file=sys.stderr)
+        return 130
+    return 2
+
+
+def _resolve(name: str, kernelbench: str | None, device: str):
+    """The workload at the shape this device evaluates: SHAPES[0] on the CPU interpreter."""
+    from fitness.judge import workload_for_device
+    from fitness.workloads import resolve_workload
+
+    return workload_for_device(resolve_workload(name, kernelbench), device)
+
+
+def _eval(args) -> int:
+    from fitness.guardrails import defines_model_new
+    from fitness.judge import EvalOptions, evaluate, resolve_device
+    from fitness.precision import parse_precision
+
+    path = Path(args.candidate)
+    if not path.is_file():
+        raise EvoError(f"candidate file {str(path)!r} does not exist")
+    source = path.read_text()
+    if not defines_model_new(source):
+        raise EvoError(
+            f"candidate file {str(path)!r} defines no class ModelNew (or does not parse)"
+        )
+    if args.timeout <= 0:
+        raise EvoError("--timeout must be a positive number of seconds")
+    device = resolve_device(args.device)
+    workload = _resolve(args.workload, args.kernelbench, device)
+    opts = EvalOptions(
+        backend=args.backend,
+        device=device,
+        precision=parse_precision(args.precision),
+        timeout=args.timeout,
+    )
+    if not args.json:
+        print(f"evaluating {path} on {workload.name} ({device}, {args.precision})", file=sys.stderr)
+    result = evaluate(source, workload, opts)
+    if args.json:
+        print(result.to_json())
+    else:
+        _print_result(result)
+    return 0
+
+
+def _print_result(r) -> None:
+    def ms(v):
+        return "-" if v is None else f"{v:.4g} ms"
+
+    def x(v):
+        return "-" if v is None else f"{v:.3g}x"
+
+    print(f"status     {r.status.value}: {r.reason}")
+    print(f"runtime    {ms(r.runtime_ms)} (IQR {ms(r.runtime_iqr_ms)})")
+    print(f"eager      {ms(r.baseline_eager_ms)}   speedup {x(r.speedup_vs_eager)}")
+    print(f"compile    {ms(r.baseline_compile_ms)}   speedup {x(r.speedup_vs_compile)}")
+    if r.sol_ms is not None:
+        print(f"SOL floor  {ms(r.sol_ms)}   fraction {r.sol_fraction:.3f}")
+    print(f"device     {r.device}   comparable={r.comparable}   precision={r.precision}")
+    if r.audit:
+        print("audit      speedup above the audit bound: check this kernel by hand")
+    if r.log and r.status.value != "correct":
+        print("log:\n" + r.log[-2000:])
+
+
+def _workloads(args) -> int:
+    from fitness.workloads import list_workloads
+
+    if args.workloads_command == "list":
+        for name in list_workloads(args.kernelbench):
+            print(name)
+        return 0
+    from fitness.judge import EvalOptions, resolve_device
+    from fitness.screening import screen
+
+    device = resolve_device(args.device)
+    workload = _resolve(args.workload, args.kernelbench, device)
+    if not args.json:
+        print(f"screening {workload.name} with null candidates on {device}", file=sys.stderr)
+    report = screen(workload, EvalOptions(device=device))
+    if args.json:
+        print(json.dumps(report.to_json_dict()))
+    else:
+        for name, r in report.results.items():
+            print(f"{name:14s} {r.status.value:18s} {r.reason}")
+        verdict = "DEGENERATE" if report.degenerate else "ok (every null candidate fails)"
+        print(f"{workload.name}: {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

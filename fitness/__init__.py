@@ -1,0 +1,1 @@
+"""The fitness service: workloads, the sandboxed runner, correctness and timing protocols."""

@@ -1,0 +1,382 @@
+"""Static guardrails: what a candidate's source must contain and may not (EVALUATION.md).
+
+The strict default bans the known routes around the evaluator: falling back to PyTorch,
+introspection, threads and streams, I/O, monkeypatching, secrets, and silent precision flags.
+These are a first wall only; every class they cover is also defended at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+
+from backends import get_backend
+from fitness.precision import Precision
+
+# Calls a candidate may make on torch outside __init__: allocation, views, queries.
+ALLOWED_TORCH_CALLS = frozenset(
+    """empty empty_like empty_strided zeros zeros_like tensor as_tensor device dtype Size
+    cdiv is_tensor numel broadcast_shapes get_device_properties current_device
+    device_count is_available get_device_capability manual_seed""".split()
+)
+# Tensor methods that compute (a call of one outside __init__ is a PyTorch fallback).
+COMPUTE_METHODS = frozenset(
+    """sum mean std var prod max min amax amin argmax argmin cumsum cumprod norm matmul mm bmm
+    addmm baddbmm einsum dot mv exp exp_ log log_ log1p sqrt rsqrt sin cos tanh tanh_ sigmoid
+    sigmoid_ relu relu_ gelu silu softmax log_softmax layer_norm abs abs_ neg clamp clamp_ clip
+    pow add add_ sub sub_ mul mul_ div div_ addcmul addcdiv lerp where masked_fill masked_fill_
+    fill_ copy_ index_select gather scatter scatter_add sort topk conv1d conv2d conv3d linear
+    logsumexp erf erf_ square sign floor ceil round maximum minimum outer""".split()
+)
+BANNED_MODULES = frozenset(
+    """threading _thread multiprocessing subprocess concurrent asyncio inspect gc ctypes cffi
+    socket urllib http requests httpx pickle marshal shelve shutil tempfile pathlib io signal
+    sys builtins importlib time resource mmap faulthandler traceback weakref pty fcntl""".split()
+)
+# Dunder attributes a kernel never needs; they are the doors to frames, globals and builtins.
+ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__doc__", "__version__"})
+BANNED_NAMES = {
+    "__import__": "dynamic import",
+    "eval": "eval",
+    "exec": "exec",
+    "compile": "compile()",
+    "globals": "globals()",
+    "locals": "locals()",
+    "vars": "vars()",
+    "setattr": "setattr",
+    "delattr": "delattr",
+    "open": "file I/O",
+    "breakpoint": "breakpoint",
+    "Model": "use of the reference Model",
+}
+OS_ALLOWED = {("environ", "get"), ("getenv",)}
+ENV_ALLOWED_KEYS = frozenset({"TRITON_INTERPRET"})
+CUDA_TORCH_COMPUTE = re.compile(
+    r"\b(?:at|torch)::(?:matmul|mm|bmm|addmm|baddbmm|linear|conv\w*|relu|gelu|silu|softmax|"
+    r"log_softmax|layer_norm|group_norm|batch_norm|sum|mean|exp|log|tanh|sigmoid|add|mul|sub|"
+    r"div|max|min|amax|norm|einsum|matmul_out|mm_out|where|clamp|pow|sqrt|cumsum|mean_out)\s*\("
+)
+CUDA_TENSOR_COMPUTE = re.compile(
+    r"\.\s*(?:matmul|mm|bmm|sum|mean|exp|relu|softmax|sigmoid|tanh|add|mul|div|sub|max|min)\s*\("
+)
+
+
+@dataclass(frozen=True)
+class GuardrailConfig:
+    """Per-experiment guardrails. `enabled=False` leaves only the run-time walls."""
+
+    enabled: bool = True
+    required: tuple[str, ...] = ()
+    banned: tuple[str, ...] = ()
+    allow_torch_ops: bool = False
+    allow_library_gemm: bool = False
+
+    def key(self) -> str:
+        return repr(
+            (
+                self.enabled,
+                self.required,
+                self.banned,
+                self.allow_torch_ops,
+                self.allow_library_gemm,
+            )
+        )
+
+
+@dataclass(frozen=True)
+class GuardrailVerdict:
+    ok: bool
+    reason: str = ""
+    violations: tuple[str, ...] = field(default_factory=tuple)
+
+
+def defines_model_new(source: str) -> bool:
+    """Whether the source parses and defines `class ModelNew` at module level."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
+
+
+def strip_comments(source: str) -> str:
+    """The source with comments removed (string literals kept: CUDA code lives in them)."""
+    out = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type != tokenize.COMMENT:
+                out.append(tok)
+        return tokenize.untokenize(out)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return source
+
+
+def check(
+    source: str,
+    backend: str = "triton",
+    precision: Precision = Precision.FP32,
+    config: GuardrailConfig | None = None,
+) -> GuardrailVerdict:
+    """Run the static guardrails; the first violation becomes the one-line reason."""
+    config = config or GuardrailConfig()
+    if not config.enabled:
+        return GuardrailVerdict(True)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        return GuardrailVerdict(False, f"syntax error at line {e.lineno}: {e.msg}", ("syntax",))
+    code = strip_comments(source)
+    found: list[str] = []
+    be = get_backend(backend)
+    for pattern, what in be.required:
+        if not re.search(pattern, code):
+            found.append(f"missing {what} (the {be.name} backend's own kernel must be present)")
+    for pattern in config.required:
+        if not re.search(pattern, code):
+            found.append(f"missing required pattern {pattern!r}")
+    for pattern in config.banned:
+        m = re.search(pattern, code)
+        if m:
+            found.append(f"banned pattern {pattern!r} at line {_line_of(code, m.start())}")
+    found += _precision_violations(tree, code, be.banned_precision, precision, be.name)
+    found += _AstGuard(config).run(tree)
+    if be.name == "cuda" and not config.allow_torch_ops:
+        for rx in (CUDA_TORCH_COMPUTE, CUDA_TENSOR_COMPUTE):
+            m = rx.search(code)
+            if m:
+                found.append(
+                    f"PyTorch compute call {m.group(0).strip()!r} in C++ at line "
+                    f"{_line_of(code, m.start())} (falls back to PyTorch)"
+                )
+    if found:
+        return GuardrailVerdict(False, found[0], tuple(found))
+    return GuardrailVerdict(True)
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def _precision_violations(tree, code, banned, precision: Precision, backend: str) -> list[str]:
+    out = []
+    allowed = {
+        Precision.FP32: set(),
+        Precision.TF32: {"TF32 flag", "matmul precision flag", "tl.dot with TF32"},
+        Precision.BF16: {"half-precision type", "tensor-core or library matmul", "TF32 flag"},
+        Precision.FP16: {"half-precision type", "tensor-core or library matmul", "TF32 flag"},
+    }[precision]
+    for pattern, what in banned:
+        if what in allowed:
+            continue
+        m = re.search(pattern, code)
+        if m:
+            out.append(
+                f"{what} {m.group(0)!r} at line {_line_of(code, m.start())} is not allowed "
+                f"under the {precision.value} precision policy"
+            )
+    if backend == "triton" and precision is Precision.FP32:
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "dot"
+                and not _ieee_dot(node)
+            ):
+                out.append(
+                    f'tl.dot at line {node.lineno} without input_precision="ieee" uses TF32 on '
+                    "fp32 inputs; not allowed under the fp32 precision policy"
+                )
+    return out
+
+
+def _ieee_dot(call: ast.Call) -> bool:
+    for kw in call.keywords:
+        if kw.arg == "input_precision" and isinstance(kw.value, ast.Constant):
+            return kw.value.value == "ieee"
+        if kw.arg == "allow_tf32" and isinstance(kw.value, ast.Constant):
+            return kw.value.value is False
+    return False
+
+
+class _AstGuard(ast.NodeVisitor):
+    """Walks the module once and collects violations of the strict default."""
+
+    def __init__(self, config: GuardrailConfig):
+        self.config = config
+        self.found: list[str] = []
+        self.torch_aliases: set[str] = {"torch"}
+        self.module_aliases: dict[str, str] = {}  # local name -> module
+        self.in_init = 0
+
+    def run(self, tree: ast.AST) -> list[str]:
+        self.visit(tree)
+        return self.found
+
+    def _flag(self, node: ast.AST, msg: str) -> None:
+        self.found.append(f"{msg} at line {getattr(node, 'lineno', '?')}")
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for a in node.names:
+            self._check_module(node, a.name)
+            local = a.asname or a.name.split(".")[0]
+            self.module_aliases[local] = a.name if a.asname else a.name.split(".")[0]
+            if a.name == "torch":
+                self.torch_aliases.add(local)
+            if a.name == "torch.nn.functional" and a.asname:
+                self.torch_aliases.add(a.asname)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        mod = node.module or ""
+        self._check_module(node, mod)
+        for a in node.names:
+            self._check_module(node, f"{mod}.{a.name}")
+            local = a.asname or a.name
+            self.module_aliases[local] = f"{mod}.{a.name}"
+            if mod.startswith("torch") and a.name in ("functional",):
+                self.torch_aliases.add(local)
+            if a.name in BANNED_NAMES and mod not in ("triton", "triton.language"):
+                self._flag(node, f"import of {a.name!r} ({BANNED_NAMES[a.name]})")
+
+    def _check_module(self, node, name: str) -> None:
+        parts = name.split(".")
+        if parts[0] in BANNED_MODULES:
+            self._flag(node, f"import of banned module {name!r}")
+        if name.startswith("torch.cuda.Stream") or name in ("torch.multiprocessing", "os.system"):
+            self._flag(node, f"import of banned name {name!r}")
+
+    def visit_Try(self, node: ast.AST) -> None:
+        self._flag(node, "try/except (a fallback path is not allowed)")
+        self.generic_visit(node)
+
+    visit_TryStar = visit_Try
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for base in node.bases:
+            if isinstance(base, ast.Name) and base.id == "Model":
+                self._flag(node, "subclassing the reference Model")
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        is_init = node.name == "__init__"
+        self.in_init += is_init
+        self.generic_visit(node)
+        self.in_init -= is_init
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in BANNED_NAMES:
+            self._flag(node, f"use of {node.id!r} ({BANNED_NAMES[node.id]})")
+        if node.id.startswith("__") and node.id.endswith("__") and node.id not in ALLOWED_DUNDERS:
+            self._flag(node, f"use of {node.id!r}")
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        attr = node.attr
+        if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
+            self._flag(node, f"access to {attr!r} (introspection)")
+        if attr in ("_getframe", "f_back", "f_globals", "f_locals", "gi_frame"):
+            self._flag(node, f"access to {attr!r} (introspection)")
+        if attr in ("Stream", "stream", "ExternalStream", "set_stream", "CUDAGraph", "graph"):
+            self._flag(node, f"use of CUDA streams or graphs ({attr!r})")
+        root = _root_name(node)
+        if root == "os" and attr not in ("environ", "get", "getenv", "path"):
+            self._flag(node, f"use of os.{attr} (OS access)")
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for t in node.targets:
+            self._check_patch(t)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_patch(node.target)
+        self.generic_visit(node)
+
+    def _check_patch(self, target: ast.AST) -> None:
+        if isinstance(target, ast.Attribute):
+            root = _root_name(target)
+            if root in self.module_aliases or root in self.torch_aliases:
+                self._flag(target, f"assignment to an attribute of module {root!r} (monkeypatch)")
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if (
+            isinstance(node.op, ast.MatMult)
+            and not self.in_init
+            and not self.config.allow_torch_ops
+        ):
+            self._flag(node, "matrix multiply with '@' (falls back to PyTorch)")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        f = node.func
+        if isinstance(f, ast.Name) and f.id == "getattr" and len(node.args) >= 2:
+            if not isinstance(node.args[1], ast.Constant):
+                self._flag(node, "getattr with a computed name (obfuscation)")
+        if _is_env_read(f):
+            key = node.args[0] if node.args else None
+            if not (isinstance(key, ast.Constant) and key.value in ENV_ALLOWED_KEYS):
+                self._flag(node, "reading the environment (secrets stay out of candidates)")
+        if not self.in_init and not self.config.allow_torch_ops and isinstance(f, ast.Attribute):
+            root = _root_name(f)
+            chain = _attr_chain(f)
+            if root in self.torch_aliases and chain:
+                name = chain[-1]
+                is_query = name in ALLOWED_TORCH_CALLS or name[0].isupper()
+                if not is_query and not _is_cuda_query(chain):
+                    self._flag(
+                        node, f"PyTorch compute call {'.'.join(chain)!r} (falls back to PyTorch)"
+                    )
+            elif f.attr in COMPUTE_METHODS and root not in ("tl", "triton", "math", "libdevice"):
+                if root not in self.module_aliases or self.module_aliases.get(root, "").startswith(
+                    "torch"
+                ):
+                    self._flag(node, f"tensor compute method .{f.attr}() (falls back to PyTorch)")
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if _is_environ(node.value):
+            self._flag(node, "reading the environment (secrets stay out of candidates)")
+        self.generic_visit(node)
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "environ"
+
+
+def _is_env_read(f: ast.AST) -> bool:
+    if isinstance(f, ast.Attribute) and f.attr == "getenv":
+        return True
+    return (
+        isinstance(f, ast.Attribute)
+        and f.attr in ("get", "pop", "items", "keys", "values", "copy")
+        and _is_environ(f.value)
+    )
+
+
+def _is_cuda_query(chain: list[str]) -> bool:
+    return len(chain) >= 2 and chain[-2] == "cuda" and chain[-1] in ALLOWED_TORCH_CALLS
+
+
+def _root_name(node: ast.AST) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    while isinstance(node, ast.Call):
+        node = node.func
+        while isinstance(node, ast.Attribute):
+            node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _attr_chain(node: ast.AST) -> list[str]:
+    chain = []
+    while isinstance(node, ast.Attribute):
+        chain.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        chain.append(node.id)
+        return list(reversed(chain))
+    return []

@@ -1,0 +1,458 @@
+"""The judge: runs one candidate through the correctness and timing protocols and decides.
+
+The verdict is made here, in a process the candidate never ran in. Children send outputs
+and samples; the judge compares outputs against references computed in a separate process,
+cross-checks the samples against its own wall clock, and reads the launch trace.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import secrets
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from fitness.guardrails import GuardrailConfig, check, defines_model_new, strip_comments
+from fitness.precision import Precision, tolerance
+from fitness.processes import Child, ChildFailed, Message
+from fitness.results import EvalResult, Status
+from fitness.roofline import sol_ms
+from fitness.sandbox import Job, Round
+from fitness.workloads import Workload
+
+DISTRIBUTIONS = ("workload", "normal", "workload", "heavy", "workload")
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """How one evaluation runs. None means the device's default (GPU vs interpreter)."""
+
+    backend: str = "triton"
+    device: str = "auto"
+    precision: Precision = Precision.FP32
+    rounds: int = 5
+    samples: int | None = None  # 100 on a GPU, 3 on the interpreter
+    warmup: int | None = None
+    rechecks: int | None = None
+    timeout: float = 180.0  # seconds per phase; the load phase gets max(timeout, build_timeout)
+    build_timeout: float = 900.0
+    memory_limit_gb: float = 16.0
+    guardrails: GuardrailConfig = field(default_factory=GuardrailConfig)
+    atol: float | None = None
+    rtol: float | None = None
+    audit_bound: float = 10.0
+    timing: bool = True
+    baselines: bool = True
+    compile_baseline: bool | None = None  # None: on a GPU only (a CPU compile costs minutes)
+    check_trace: bool = True
+    seed: int | None = None  # None: secret, fresh per evaluation
+    extension_dir: str | None = None  # CUDA builds, shared between runs (keyed by source)
+
+    def resolved(self) -> EvalOptions:
+        device = resolve_device(self.device)
+        gpu = device == "cuda"
+        return replace(
+            self,
+            device=device,
+            samples=self.samples or (100 if gpu else 3),
+            warmup=self.warmup if self.warmup is not None else (5 if gpu else 1),
+            rechecks=self.rechecks if self.rechecks is not None else (3 if gpu else 1),
+            compile_baseline=gpu if self.compile_baseline is None else self.compile_baseline,
+        )
+
+
+def resolve_device(device: str) -> str:
+    """'auto' becomes cuda where a GPU is visible, else cpu (the Triton interpreter)."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        from fitness.errors import EvoError
+
+        raise EvoError("--device cuda was asked for, but no CUDA device is visible")
+    return device
+
+
+def workload_for_device(workload: Workload, device: str) -> Workload:
+    """On the CPU interpreter a workload with SHAPES runs its first (small) shape."""
+    if device == "cpu" and workload.shapes and not workload.overrides:
+        return workload.with_overrides(dict(workload.shapes[0]))
+    return workload
+
+
+def normalize_source(source: str) -> str:
+    """Comments, trailing spaces and blank lines removed: the text that `source_hash` keys."""
+    lines = [ln.rstrip() for ln in strip_comments(source).splitlines()]
+    return "\n".join(ln for ln in lines if ln)
+
+
+def source_hash(source: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(normalize_source(source).encode()).hexdigest()[:16]
+
+
+def kernel_names(source: str, backend: str) -> set[str]:
+    """Names of the candidate's own kernels: @triton.jit functions or __global__ functions."""
+    if backend == "cuda":
+        return set(
+            re.findall(
+                r"__global__\s+(?:__launch_bounds__\([^)]*\)\s*)?\w[\w:<>]*\s+(\w+)\s*\(", source
+            )
+        )
+    names = set()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                if isinstance(target, ast.Attribute) and target.attr == "jit":
+                    names.add(node.name)
+    return names
+
+
+def compare(outs, refs, atol: float, rtol: float) -> tuple[str, float, float]:
+    """('' if equal within tolerance else a one-line reason, max abs err, max rel err)."""
+    if len(outs) != len(refs):
+        return f"returned {len(outs)} output tensors, expected {len(refs)}", 0.0, 0.0
+    max_abs = max_rel = 0.0
+    for k, (o, r) in enumerate(zip(outs, refs)):
+        tag = f"output {k}" if len(refs) > 1 else "output"
+        if tuple(o.shape) != tuple(r.shape):
+            return f"{tag} has shape {tuple(o.shape)}, expected {tuple(r.shape)}", 0.0, 0.0
+        if o.dtype != r.dtype:
+            return f"{tag} has dtype {o.dtype}, expected {r.dtype}", 0.0, 0.0
+        if not r.is_floating_point():
+            if not torch.equal(o, r):
+                return f"{tag} differs from the reference (exact dtype {r.dtype})", 0.0, 0.0
+            continue
+        o64, r64 = o.double(), r.double()
+        rfin, ofin = torch.isfinite(r64), torch.isfinite(o64)
+        if bool((rfin & ~ofin).any()):
+            return f"{tag} has NaN/Inf where the reference has none", float("inf"), float("inf")
+        if bool((~rfin & ~(o64.isnan() == r64.isnan()) & ~(o64 == r64)).any()):
+            return f"{tag} has different non-finite values than the reference", 0.0, 0.0
+        if not bool(rfin.any()):
+            continue
+        err = (o64 - r64).abs()[rfin]
+        mag = r64.abs()[rfin]
+        max_abs = max(max_abs, float(err.max()))
+        max_rel = max(max_rel, float((err / mag.clamp_min(atol)).max()))
+        bad = err > atol + rtol * mag
+        if bool(bad.any()):
+            n = int(bad.sum())
+            return (
+                f"{tag}: {n} of {err.numel()} elements differ beyond atol={atol:g} rtol={rtol:g} "
+                f"(max abs err {float(err.max()):.3g})",
+                max_abs,
+                max_rel,
+            )
+    return "", max_abs, max_rel
+
+
+class _Verdict(Exception):
+    """Raised inside the protocol to end it with a verdict."""
+
+    def __init__(self, status: Status, reason: str, caught_by: str = "", log: str = ""):
+        super().__init__(reason)
+        self.status, self.reason, self.caught_by, self.log = status, reason, caught_by, log
+
+
+def evaluate(source: str, workload: Workload, options: EvalOptions | None = None) -> EvalResult:
+    """The full verdict for one candidate's source on one workload (baselines included)."""
+    opts = (options or EvalOptions()).resolved()
+    t0 = time.monotonic()
+    res = EvalResult(
+        status=Status.CORRECT,
+        reason="",
+        workload=workload.name,
+        backend=opts.backend,
+        source_hash=source_hash(source),
+        precision=opts.precision.value,
+        comparable=opts.device == "cuda",
+    )
+    try:
+        if not defines_model_new(source):
+            raise _Verdict(
+                Status.GENERATION_FAILURE, "the candidate defines no class ModelNew", "static"
+            )
+        verdict = check(source, opts.backend, opts.precision, opts.guardrails)
+        if not verdict.ok:
+            raise _Verdict(Status.REJECTED, f"guardrail: {verdict.reason}", "static")
+        _Protocol(source, workload, opts, res).run()
+    except _Verdict as v:
+        res.status, res.reason, res.caught_by, res.log = v.status, v.reason, v.caught_by, v.log
+    if res.status is Status.CORRECT:
+        n = int(res.metrics.get("rounds", 0))
+        timed = f"; median {res.runtime_ms:.4g} ms" if res.runtime_ms is not None else ""
+        res.reason = f"matches the reference in {n} rounds and "
+        res.reason += f"{int(res.metrics.get('rechecks', 0))} re-checks{timed}"
+    res.eval_seconds = round(time.monotonic() - t0, 3)
+    return res
+
+
+class _Protocol:
+    """One evaluation's children and the order of their phases."""
+
+    def __init__(self, source: str, workload: Workload, opts: EvalOptions, res: EvalResult):
+        self.source, self.workload, self.opts, self.res = source, workload, opts, res
+        rng = (
+            secrets.SystemRandom() if opts.seed is None else __import__("random").Random(opts.seed)
+        )
+        seed = lambda: rng.randrange(1, 2**31)  # noqa: E731
+        self.rounds = [
+            Round(seed(), DISTRIBUTIONS[i % len(DISTRIBUTIONS)]) for i in range(opts.rounds)
+        ]
+        self.rounds += [Round(seed(), "workload", s) for s in self._check_shapes()]
+        self.rechecks = [
+            Round(seed(), "normal" if k % 2 else "workload") for k in range(opts.rechecks)
+        ]
+        self.recheck_at = sorted(
+            rng.sample(range(1, opts.samples), min(opts.rechecks, opts.samples - 1))
+        )
+        self.rng = rng
+
+    def _check_shapes(self) -> list[int]:
+        """Extra shapes for one round each: other SHAPES entries that are cheap on this device."""
+        shapes = self.workload.shapes
+        if not shapes:
+            return []
+        if self.opts.device == "cuda":
+            return [i for i in range(min(2, len(shapes))) if shapes[i] != self.workload.overrides]
+        return [1] if len(shapes) > 1 and self.workload.overrides == shapes[0] else []
+
+    def _job(self, role: str, tmp: Path, model: str = "candidate") -> Job:
+        env = {}
+        if self.opts.extension_dir and self.opts.backend == "cuda":
+            env["TORCH_EXTENSIONS_DIR"] = str(Path(self.opts.extension_dir) / self.res.source_hash)
+        return Job(
+            role=role,
+            workload_path=str(self.workload.path),
+            overrides=dict(self.workload.overrides),
+            shapes=[dict(s) for s in self.workload.shapes],
+            device=self.opts.device,
+            rounds=self.rounds,
+            rechecks=self.rechecks,
+            tmpdir=str(tmp),
+            candidate_path=str(tmp / "candidate.py"),
+            model=model,
+            env_extra=env,
+        )
+
+    def run(self) -> None:
+        opts, res = self.opts, self.res
+        tmp = Path(tempfile.mkdtemp(prefix="evo-eval-"))
+        (tmp / "candidate.py").write_text(self.source)
+        ref_tmp = Path(tempfile.mkdtemp(prefix="evo-ref-"))
+        children: list[Child] = []
+        try:
+            limit = int(opts.memory_limit_gb * 2**30)
+            ref = Child(self._job("reference", ref_tmp), limit)
+            children.append(ref)
+            cand = Child(self._job("candidate", tmp), limit)
+            children.append(cand)
+            facts = self._expect(cand, "hello", "setup").fields["facts"]
+            self._record_device(facts)
+            cand.send("setup")
+            refs, ref_info = self._references(ref)
+            ref.kill()
+            self._expect(cand, "ready", "setup")
+            keep = [i for i, r in enumerate(self.rounds) if refs[i][0] or r.dist == "workload"]
+            w0 = self._wall(cand, "calibrate", "calibrated") if opts.timing else None
+            cand.send("load")
+            self._expect(cand, "loaded", "load", timeout=max(opts.timeout, opts.build_timeout))
+            self._correctness(cand, keep, refs)
+            if opts.timing:
+                self._timing(cand, refs, w0, ref_info)
+        except ChildFailed as e:
+            status = Status.TIMEOUT if e.kind == "timeout" else Status.RUNTIME_ERROR
+            raise _Verdict(status, e.reason, "runtime") from None
+        finally:
+            for c in children:
+                c.kill()
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(ref_tmp, ignore_errors=True)
+        if opts.timing and opts.baselines:
+            from fitness.baselines import attach_baselines
+
+            attach_baselines(res, self.workload, opts)
+        self._plausibility(ref_info)
+
+    # -- phases
+    def _expect(self, child: Child, kind: str, phase: str, timeout: float | None = None) -> Message:
+        msg = child.recv(phase, timeout or self.opts.timeout)
+        if msg.kind == kind:
+            return msg
+        if msg.kind in ("error", "compile_error"):
+            err = msg.fields.get("error", "")
+            at = msg.fields.get("phase", phase)
+            if msg.kind == "compile_error" or (at == "load" and "ModelNew" not in err):
+                status = Status.COMPILE_ERROR
+            else:
+                status = Status.RUNTIME_ERROR
+            if "out of memory" in err.lower():
+                err = f"out of memory: {err}"
+            raise _Verdict(status, f"{at}: {err}", "runtime", msg.fields.get("log", ""))
+        raise _Verdict(
+            Status.RUNTIME_ERROR, f"unexpected message {msg.kind!r} in phase {phase}", "judge"
+        )
+
+    def _references(self, ref: Child):
+        self._expect(ref, "hello", "reference")
+        n = len(self.rounds) + len(self.rechecks)
+        refs, info = [], {}
+        for _ in range(n):
+            try:
+                msg = self._expect(ref, "reference", "reference")
+            except _Verdict as v:
+                raise _Verdict(
+                    Status.RUNTIME_ERROR,
+                    f"the reference Model failed: {v.reason}",
+                    "reference",
+                    v.log,
+                ) from None
+            refs.append((msg.fields["finite"], msg.tensors))
+            if "flops" in msg.fields:
+                info = {"flops": msg.fields["flops"], "min_bytes": msg.fields["min_bytes"]}
+        return refs, info
+
+    def _wall(self, cand: Child, op: str, reply: str, **kw) -> float:
+        t = time.perf_counter()
+        cand.send(op, n=self.opts.samples, **kw)
+        self._expect(cand, reply, op)
+        return (time.perf_counter() - t) * 1e3
+
+    def _tol(self, ref_tensors) -> tuple[float, float]:
+        dtype = ref_tensors[0].dtype if ref_tensors else torch.float32
+        tol = tolerance(self.opts.precision, dtype)
+        atol = self.opts.atol if self.opts.atol is not None else tol
+        rtol = self.opts.rtol if self.opts.rtol is not None else tol
+        self.res.atol, self.res.rtol = atol, rtol
+        return atol, rtol
+
+    def _check_output(self, msg: Message, ref_tensors, what: str) -> None:
+        if msg.fields.get("problem"):
+            raise _Verdict(Status.MISMATCH, f"{what}: {msg.fields['problem']}", "judge")
+        atol, rtol = self._tol(ref_tensors)
+        reason, max_abs, max_rel = compare(msg.tensors, ref_tensors, atol, rtol)
+        res = self.res
+        res.max_abs_err = max(res.max_abs_err or 0.0, max_abs)
+        res.max_rel_err = max(res.max_rel_err or 0.0, max_rel)
+        if reason:
+            raise _Verdict(Status.MISMATCH, f"{what}: {reason}", "judge")
+
+    def _correctness(self, cand: Child, keep: list[int], refs) -> None:
+        cand.send("correct", warmup=self.opts.warmup, rounds=keep)
+        self.res.metrics["rounds"] = len(keep)
+        for i in keep:
+            msg = self._expect(cand, "output", "correct")
+            if msg.fields.get("index") != i:
+                raise _Verdict(
+                    Status.RUNTIME_ERROR, "the candidate's outputs arrived out of order", "judge"
+                )
+            rnd = self.rounds[i]
+            shape = "" if rnd.shape is None else f", shape {rnd.shape}"
+            what = f"round {i + 1} ({rnd.dist} inputs{shape})"
+            self._check_output(msg, refs[i][1], what)
+            if msg.fields.get("inputs_changed"):
+                raise _Verdict(Status.MISMATCH, f"{what}: the call modified its inputs", "runtime")
+        trace = self._expect(cand, "trace", "correct").fields
+        if self.opts.check_trace:
+            self._check_trace(trace)
+
+    def _check_trace(self, trace: dict) -> None:
+        aten = trace.get("aten_compute") or []
+        if aten and not self.opts.guardrails.allow_torch_ops:
+            raise _Verdict(
+                Status.REJECTED,
+                f"falls back to PyTorch: aten::{aten[0]} ran inside forward (launch trace)",
+                "runtime",
+            )
+        names = kernel_names(self.source, self.opts.backend)
+        if self.opts.device == "cuda":
+            ran = [k for k in trace.get("kernels", []) if any(n in k for n in names)]
+        else:
+            ran = [k for k, c in (trace.get("launches") or {}).items() if k in names and c > 0]
+        if not ran:
+            raise _Verdict(
+                Status.REJECTED, "no kernel of the candidate's own ran (launch trace)", "runtime"
+            )
+
+    def _timing(self, cand: Child, refs, w0: float, ref_info: dict) -> None:
+        n = self.opts.samples
+        at = [(it, k) for k, it in enumerate(self.recheck_at)]
+        t = time.perf_counter()
+        cand.send("time", n=n, recheck_at=at)
+        msg = self._expect(cand, "timed", "time")
+        w1 = (time.perf_counter() - t) * 1e3
+        samples = msg.fields.get("samples")
+        for k in range(len(at)):
+            rm = self._expect(cand, "recheck", "time")
+            j = rm.fields.get("index")
+            if j != k:
+                raise _Verdict(
+                    Status.RUNTIME_ERROR, "recheck outputs arrived out of order", "judge"
+                )
+            self._check_output(rm, refs[len(self.rounds) + j][1], f"re-check {k + 1} during timing")
+        self._expect(cand, "done", "time")
+        if (
+            not isinstance(samples, list)
+            or len(samples) != n
+            or not all(isinstance(s, (int, float)) and s > 0 and s == s for s in samples)
+        ):
+            raise _Verdict(Status.REJECTED, "timer tampering: malformed timing samples", "judge")
+        median = statistics.median(samples)
+        q = statistics.quantiles(samples, n=4) if n >= 2 else [median, median, median]
+        wall_per_call = max(w1 - w0, 0.0) / n
+        if median < 0.5 * wall_per_call - 0.05:
+            raise _Verdict(
+                Status.REJECTED,
+                f"timer tampering: reported median {median:.4g} ms, but the judge's wall clock "
+                f"shows {wall_per_call:.4g} ms per call",
+                "judge",
+            )
+        self.res.metrics["rechecks"] = len(at)
+        self.res.runtime_ms = median
+        self.res.runtime_iqr_ms = q[2] - q[0]
+        self.res.metrics["wall_ms_per_call"] = round(wall_per_call, 6)
+
+    def _record_device(self, facts: dict) -> None:
+        self.res.device = facts.get("device", "")
+        self.res.versions = {
+            k: str(facts[k])
+            for k in ("torch", "triton", "cuda", "driver", "python")
+            if facts.get(k)
+        }
+        self.facts = facts
+
+    def _plausibility(self, ref_info: dict) -> None:
+        res = self.res
+        if res.runtime_ms is None or not ref_info:
+            return
+        res.metrics["flops"] = float(ref_info["flops"])
+        res.metrics["min_bytes"] = float(ref_info["min_bytes"])
+        if self.opts.device != "cuda":
+            return
+        floor = sol_ms(ref_info["flops"], ref_info["min_bytes"], res.device, self.opts.precision)
+        if floor is None:
+            return
+        res.sol_ms = floor
+        res.sol_fraction = floor / res.runtime_ms
+        if res.runtime_ms < floor:
+            raise _Verdict(
+                Status.REJECTED,
+                f"implausible: {res.runtime_ms:.4g} ms is below the speed-of-light floor "
+                f"{floor:.4g} ms",
+                "judge",
+            )
+        if res.speedup_vs_eager is not None and res.speedup_vs_eager > self.opts.audit_bound:
+            res.audit = True

@@ -1,0 +1,539 @@
+"""The child side of an evaluation: runs in a process forked for one job, then discarded.
+
+Two roles. A *reference* child imports only the workload: it builds the inputs from the judge's
+secret seeds and sends back the reference outputs. A *candidate* child builds the same inputs
+from the same seeds, imports the candidate (or builds a baseline), and runs what the judge
+asks: calibrate, load, correct, time. It never holds a reference output and never decides a
+verdict; everything it sends is plain JSON and raw bytes that the judge checks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import triton  # noqa: F401  (preloaded by the fork server so a child starts warm)
+
+# Exceptions whose type name says the kernel did not build.
+COMPILE_ERROR_TYPES = ("CompilationError", "CompileTimeAssertionFailure", "BuildError")
+# Environment variables a candidate keeps; everything else is dropped (secrets included).
+ENV_KEEP = (
+    "PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
+    "LD_LIBRARY_PATH", "PYTHONPATH", "TRITON_INTERPRET", "OMP_NUM_THREADS", "CC", "CXX",
+    "TORCH_CUDA_ARCH_LIST", "NVIDIA_VISIBLE_DEVICES", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+    "MAX_JOBS", "VIRTUAL_ENV",
+)  # fmt: skip
+# aten ops that compute; one of them inside the candidate's forward is a PyTorch fallback.
+ATEN_COMPUTE = frozenset(
+    """mm addmm bmm baddbmm matmul linear conv1d conv2d conv3d convolution _convolution
+    cudnn_convolution add sub mul div relu gelu silu sigmoid tanh exp log softmax _softmax
+    log_softmax _log_softmax layer_norm native_layer_norm group_norm native_group_norm
+    batch_norm native_batch_norm sum mean amax amin max min norm linalg_vector_norm
+    cumsum addcmul where clamp pow sqrt rsqrt erf einsum scaled_dot_product_attention
+    _scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention""".split()
+)
+
+
+@dataclass
+class Round:
+    """One call of the model on one set of inputs: seed, distribution, shape (None = main)."""
+
+    seed: int
+    dist: str = "workload"
+    shape: int | None = None
+
+
+@dataclass
+class Job:
+    role: str  # "reference" or "candidate"
+    workload_path: str
+    overrides: dict
+    shapes: list  # the workload's SHAPES (check shapes are indexed into it)
+    device: str  # "cpu" or "cuda"
+    rounds: list[Round]
+    rechecks: list[Round]  # fresh inputs swapped in during timing (main shape)
+    tmpdir: str
+    candidate_path: str = ""  # role candidate: the file to import
+    model: str = "candidate"  # candidate | eager | compile | eager_tf32 | eager_bf16 | eager_fp16
+    n_timing_sets: int = 2
+    file_size_limit: int = 1 << 30
+    env_extra: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- messages (child -> judge)
+
+
+def send(conn, kind: str, tensors=(), **fields) -> None:
+    """A JSON header, then one raw frame per tensor. Never pickle: the judge must not unpickle."""
+    metas = []
+    blobs = []
+    for t in tensors:
+        t = t.detach()
+        metas.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)})
+        blobs.append(t.contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
+    conn.send_bytes(json.dumps({"kind": kind, "tensors": metas, **fields}).encode())
+    for b in blobs:
+        conn.send_bytes(b)
+
+
+def flatten_outputs(out) -> tuple[list[torch.Tensor], str]:
+    """The model's output as a list of tensors, and a problem description ('' if none)."""
+    items = list(out) if isinstance(out, (tuple, list)) else [out]
+    tensors = []
+    for x in items:
+        if type(x) is not torch.Tensor:  # exact type: subclasses can defer work
+            return [], f"output is {type(x).__module__}.{type(x).__qualname__}, not torch.Tensor"
+        tensors.append(x)
+    return tensors, ""
+
+
+# ---------------------------------------------------------------- process set-up
+
+
+def _sandbox_process(job: Job) -> None:
+    os.setsid()
+    keep = {k: v for k, v in os.environ.items() if k in ENV_KEEP}
+    os.environ.clear()
+    os.environ.update(keep)
+    tmp = Path(job.tmpdir)
+    os.environ.update(
+        {
+            "HOME": str(tmp),
+            "TMPDIR": str(tmp),
+            "TRITON_CACHE_DIR": str(tmp / "triton-cache"),
+            "TORCH_EXTENSIONS_DIR": job.env_extra.get("TORCH_EXTENSIONS_DIR", str(tmp / "ext")),
+            "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
+    os.environ.update({k: v for k, v in job.env_extra.items()})
+    if job.device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    os.chdir(tmp)
+    # The child's own output goes to a file: it must never reach the judge's stdout.
+    log = os.open(tmp / "child.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (job.file_size_limit, job.file_size_limit))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _unshare_network()
+
+
+def _unshare_network() -> None:
+    """Drop into an empty network namespace where the OS allows it (root, Linux)."""
+    try:
+        import ctypes  # the harness's own use, before any candidate code exists
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.unshare(0x40000000)  # CLONE_NEWNET; fails harmlessly without the capability
+    except (OSError, AttributeError):
+        pass
+
+
+def device_facts(device: str) -> dict:
+    facts = {
+        "torch": torch.__version__,
+        "triton": getattr(triton, "__version__", "?"),
+        "python": sys.version.split()[0],
+    }
+    if device == "cuda":
+        p = torch.cuda.get_device_properties(0)
+        facts.update(
+            device=p.name,
+            sm_count=p.multi_processor_count,
+            l2_bytes=int(getattr(p, "L2_cache_size", 50 << 20)),
+            memory_bytes=int(p.total_memory),
+            capability=f"{p.major}.{p.minor}",
+            cuda=torch.version.cuda or "",
+            driver=_driver_version(),
+        )
+    else:
+        facts.update(device="cpu (triton interpreter)", l2_bytes=0)
+    return facts
+
+
+def _driver_version() -> str:
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+        return text.split("Kernel Module")[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+# ---------------------------------------------------------------- workloads and inputs
+
+
+def load_workload_module(job: Job, shape: int | None):
+    from fitness.workloads import import_workload_module
+
+    overrides = dict(job.overrides)
+    if shape is not None:
+        overrides.update(job.shapes[shape])
+    return import_workload_module(Path(job.workload_path), overrides)
+
+
+def make_inputs(mod, rnd: Round, device: str) -> list:
+    """The workload's inputs for a seed, redrawn from `rnd.dist`; the same in any process."""
+    torch.manual_seed(rnd.seed)
+    raw = mod.get_inputs()
+    g = torch.Generator().manual_seed(rnd.seed % (2**62) + 7)
+    out = []
+    for x in raw:
+        if isinstance(x, torch.Tensor):
+            if x.is_floating_point() and rnd.dist != "workload":
+                x = _redraw(x, rnd.dist, g)
+            x = x.to(device)
+        out.append(x)
+    return out
+
+
+def _redraw(x: torch.Tensor, dist: str, g: torch.Generator) -> torch.Tensor:
+    nonneg = bool((x >= 0).all()) if x.numel() else False
+    if dist == "normal":
+        scale = math.exp(torch.empty(()).uniform_(-2.0, 2.0, generator=g).item())
+        y = torch.randn(x.shape, generator=g) * scale
+    elif dist == "heavy":  # a Gaussian scale mixture: Student-t-like tails
+        y = torch.randn(x.shape, generator=g) * torch.exp(torch.randn(x.shape, generator=g))
+    else:
+        raise ValueError(f"unknown input distribution {dist!r}")
+    return (y.abs() if nonneg else y).to(x.dtype)
+
+
+def build_model(mod, cls, device: str, seed: int = 42, state_dict=None) -> torch.nn.Module:
+    """KernelBench's convention: same seed before construction; same weights where names match."""
+    init = mod.get_init_inputs()
+    torch.manual_seed(seed)
+    if device == "cuda":
+        torch.cuda.manual_seed(seed)
+    model = cls(*init)
+    if state_dict is not None:
+        own = model.state_dict()
+        if own.keys() == state_dict.keys() and all(
+            own[k].shape == state_dict[k].shape for k in own
+        ):
+            model.load_state_dict(state_dict)
+    return model.to(device)
+
+
+# ---------------------------------------------------------------- timing
+
+
+class Clock:
+    """One call, timed the same way in every phase: L2 flush, events, device-wide sync."""
+
+    def __init__(self, device: str, l2_bytes: int):
+        self.cuda = device == "cuda"
+        if self.cuda:
+            self.flush_buf = torch.empty(
+                max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device="cuda"
+            )
+            self.start = torch.cuda.Event(enable_timing=True)
+            self.end = torch.cuda.Event(enable_timing=True)
+        self._sync = torch.cuda.synchronize
+        self._now = time.perf_counter
+
+    def call(self, fn, args) -> tuple[object, float]:
+        if self.cuda:
+            self.flush_buf.zero_()
+            self.start.record()
+            out = fn(*args)
+            self._sync()
+            self.end.record()
+            self.end.synchronize()
+            return out, self.start.elapsed_time(self.end)
+        t0 = self._now()
+        out = fn(*args)
+        return out, (self._now() - t0) * 1e3
+
+
+def _alias(x):
+    """A second tensor over x's storage with its own version counter (None for non-tensors)."""
+    if not isinstance(x, torch.Tensor):
+        return None
+    a = torch.empty(0, dtype=x.dtype, device=x.device)
+    return a.set_(x.untyped_storage(), x.storage_offset(), x.size(), x.stride())
+
+
+def _noop(*args):
+    return None
+
+
+# ---------------------------------------------------------------- the two roles
+
+
+def child_main(conn, job: Job) -> None:
+    """Entry point of a forked child. Reports exceptions as messages; the judge decides."""
+    phase = "setup"
+    try:
+        _sandbox_process(job)
+        facts = device_facts(job.device)
+        send(conn, "hello", pid=os.getpid(), facts=facts)
+        if job.role == "reference":
+            _reference(conn, job)
+            return
+        state = _CandidateState(job, facts)
+        while True:
+            cmd = conn.recv()
+            phase = cmd["op"]
+            if phase == "exit":
+                return
+            getattr(state, "op_" + phase)(conn, cmd)
+    except BaseException as e:  # noqa: BLE001 - every failure becomes a message
+        name = type(e).__name__
+        kind = "compile_error" if any(t in name for t in COMPILE_ERROR_TYPES) else "error"
+        if phase == "load" and name not in ("KeyboardInterrupt",):
+            kind = "compile_error" if kind == "compile_error" or job.model == "candidate" else kind
+        text = "".join(traceback.format_exception(e))[-6000:]
+        try:
+            send(conn, kind, phase=phase, error=f"{name}: {e}"[:400], log=text)
+        except (OSError, ValueError):
+            pass
+    finally:
+        conn.close()
+        sys.stdout.flush()
+        os._exit(0)
+
+
+def _reference(conn, job: Job) -> None:
+    """Reference outputs for every round and recheck; the candidate never runs here."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    mods = {}
+    models = {}
+    for i, rnd in enumerate(list(job.rounds) + list(job.rechecks)):
+        if rnd.shape not in mods:
+            mods[rnd.shape] = load_workload_module(job, rnd.shape)
+            models[rnd.shape] = build_model(mods[rnd.shape], mods[rnd.shape].Model, job.device)
+        mod, model = mods[rnd.shape], models[rnd.shape]
+        inputs = make_inputs(mod, rnd, job.device)
+        extra = {}
+        with torch.no_grad():
+            if i == 0:
+                counter = FlopCounterMode(display=False)
+                with counter:
+                    out = model(*inputs)
+                outs, _ = flatten_outputs(out)
+                extra = {
+                    "flops": int(counter.get_total_flops()),
+                    "min_bytes": _tensor_bytes(inputs)
+                    + _tensor_bytes(outs)
+                    + _tensor_bytes(list(model.parameters()) + list(model.buffers())),
+                }
+            else:
+                out = model(*inputs)
+        outs, problem = flatten_outputs(out)
+        if problem:
+            raise TypeError(f"the reference Model's {problem}")
+        finite = all(bool(torch.isfinite(t).all()) for t in outs if t.is_floating_point())
+        send(conn, "reference", index=i, finite=finite, tensors=outs, **extra)
+        del out, outs
+    send(conn, "done")
+
+
+def _tensor_bytes(items) -> int:
+    return sum(t.numel() * t.element_size() for t in items if isinstance(t, torch.Tensor))
+
+
+class _CandidateState:
+    """What a candidate child holds between the judge's commands."""
+
+    def __init__(self, job: Job, facts: dict):
+        self.job = job
+        self.facts = facts
+        self.clock = Clock(job.device, facts.get("l2_bytes", 0))
+        self.mods = {}
+        self.weights = {}
+        self.inputs: dict[int, list] = {}
+        self.pristine: dict[int, list] = {}
+        self.models = {}
+        self.launches: dict[str, int] = {}
+
+    # -- before the candidate is imported: inputs, weights, calibration
+    def op_setup(self, conn, cmd) -> None:
+        job = self.job
+        shapes = {r.shape for r in job.rounds}
+        for s in shapes:
+            mod = load_workload_module(job, s)
+            self.mods[s] = mod
+            ref = build_model(mod, mod.Model, "cpu")
+            self.weights[s] = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+            del ref
+        for i, rnd in enumerate(job.rounds):
+            self.inputs[i] = make_inputs(self.mods[rnd.shape], rnd, job.device)
+            self.pristine[i] = [
+                x.clone() if isinstance(x, torch.Tensor) else x for x in self.inputs[i]
+            ]
+        main = self.mods[None]
+        self.timing_sets = [
+            make_inputs(main, Round(seed=job.rounds[0].seed + 1000 + k), job.device)
+            for k in range(job.n_timing_sets)
+        ]
+        self.fresh = [make_inputs(main, r, job.device) for r in job.rechecks]
+        self.aliases = [[_alias(x) for x in args] for args in self.timing_sets]
+        self._poison()
+        self._install_launch_counter()
+        send(conn, "ready")
+
+    def op_calibrate(self, conn, cmd) -> None:
+        """The timing loop around a no-op; the judge's wall clock over it is the overhead."""
+        sets = self.timing_sets
+        times = [self.clock.call(_noop, sets[i % len(sets)])[1] for i in range(cmd["n"])]
+        send(conn, "calibrated", samples=times)
+
+    # -- the candidate (or baseline) enters the process here
+    def op_load(self, conn, cmd) -> None:
+        job = self.job
+        cls = self._model_class()
+        for s, mod in self.mods.items():
+            self.models[s] = self._wrap(
+                build_model(mod, cls, job.device, state_dict=self.weights[s])
+            )
+        self.weights.clear()
+        for mod in self.mods.values():
+            sys.modules.pop(mod.__name__, None)
+            mod.Model = None  # the reference stays out of the candidate's reach
+        send(conn, "loaded")
+
+    def op_correct(self, conn, cmd) -> None:
+        """Warm-up and correctness rounds: identical calls; outputs and input checks go back."""
+        model, sets = self.models[None], self.timing_sets
+        for k in range(cmd["warmup"]):
+            args = sets[k % len(sets)]
+            if k == 0:
+                self._launch_trace(model, args)
+            else:
+                self.clock.call(model, args)
+        for i in cmd["rounds"]:
+            out = self._run(i)
+            outs, problem = flatten_outputs(out)
+            changed = [
+                k for k, (a, b) in enumerate(zip(self.inputs[i], self.pristine[i]))
+                if isinstance(a, torch.Tensor) and not torch.equal(a, b)
+            ]  # fmt: skip
+            send(conn, "output", index=i, problem=problem, inputs_changed=changed, tensors=outs)
+            del out, outs
+        send(conn, "trace", launches=self.launches, **self.trace)
+
+    def op_time(self, conn, cmd) -> None:
+        """The timed loop: fixed count, rotating inputs, fresh inputs swapped in at rechecks."""
+        n, at = cmd["n"], dict(cmd["recheck_at"])  # iteration -> recheck index
+        sets, model, times = self.timing_sets, self.models[None], []
+        captured = []
+        for i in range(n):
+            args = sets[i % len(sets)]
+            j = at.get(i)
+            if j is not None:  # written through an alias: the inputs' version counters stay
+                for dst, src in zip(self.aliases[i % len(sets)], self.fresh[j]):
+                    if dst is not None:
+                        dst.copy_(src)
+            with torch.no_grad():
+                out, ms = self.clock.call(model, args)
+            times.append(ms)
+            if j is not None:
+                outs, problem = flatten_outputs(out)
+                captured.append((j, problem, [t.detach().clone() for t in outs]))
+            del out
+        send(conn, "timed", samples=times)
+        for j, problem, outs in captured:
+            send(conn, "recheck", index=j, problem=problem, tensors=outs)
+        send(conn, "done")
+
+    # -- helpers
+    def _run(self, i: int):
+        rnd = self.job.rounds[i]
+        with torch.no_grad():
+            out, _ = self.clock.call(self.models[rnd.shape], self.inputs[i])
+        return out
+
+    def _launch_trace(self, model, args) -> None:
+        """One warm-up call under the profiler: which kernels and aten ops really ran."""
+        from torch.profiler import ProfilerActivity, profile
+
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.clock.cuda else [])
+        with profile(activities=acts) as prof, torch.no_grad():
+            self.clock.call(model, args)
+        kernels, aten = set(), set()
+        for ev in prof.events():
+            name = ev.name
+            if name.startswith("aten::"):
+                aten.add(name[6:])
+            elif getattr(ev, "device_type", None) is not None and "CUDA" in str(ev.device_type):
+                kernels.add(name)
+        self.trace = {
+            "kernels": sorted(kernels)[:200],
+            "aten_compute": sorted(aten & ATEN_COMPUTE) if self.job.model == "candidate" else [],
+        }
+
+    def _model_class(self):
+        job = self.job
+        mod = self.mods[None]
+        if job.model != "candidate":
+            return mod.Model
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("candidate_module", job.candidate_path)
+        cand = importlib.util.module_from_spec(spec)
+        sys.modules["candidate_module"] = cand
+        spec.loader.exec_module(cand)
+        if not isinstance(getattr(cand, "ModelNew", None), type):
+            raise ImportError("the candidate defines no class ModelNew")
+        return cand.ModelNew
+
+    def _wrap(self, model):
+        kind = self.job.model
+        if kind == "compile":
+            return torch.compile(model)
+        if kind == "eager_tf32":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        if kind in ("eager_bf16", "eager_fp16"):
+            dtype = torch.bfloat16 if kind == "eager_bf16" else torch.float16
+
+            def autocast(*args, _m=model, _d=dtype):
+                with torch.autocast(self.job.device, dtype=_d):
+                    out = _m(*args)
+                return out.float() if isinstance(out, torch.Tensor) else out
+
+            return autocast
+        return model
+
+    def _poison(self) -> None:
+        """Fill the allocator's free cached memory with NaN so unwritten outputs cannot pass."""
+        if not self.clock.cuda:
+            return
+        free = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        if 0 < free < torch.cuda.get_device_properties(0).total_memory // 4:
+            torch.empty(free // 4, dtype=torch.float32, device="cuda").fill_(float("nan"))
+        torch.cuda.synchronize()
+
+    def _install_launch_counter(self) -> None:
+        """Count launches of @triton.jit kernels by name (the interpreter has no kernel trace)."""
+        from triton.runtime.jit import JITFunction
+
+        classes = [JITFunction]
+        if self.job.device == "cpu":
+            from triton.runtime.interpreter import InterpretedFunction
+
+            classes.append(InterpretedFunction)
+        launches = self.launches
+        for cls in classes:
+            orig = cls.run
+
+            def run(fn_self, *args, _orig=orig, **kwargs):
+                name = getattr(getattr(fn_self, "fn", None), "__name__", "?")
+                launches[name] = launches.get(name, 0) + 1
+                return _orig(fn_self, *args, **kwargs)
+
+            cls.run = run
