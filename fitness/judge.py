@@ -181,6 +181,10 @@ def evaluate(source: str, workload: Workload, options: EvalOptions | None = None
         comparable=opts.device == "cuda",
     )
     try:
+        try:
+            ast.parse(source)
+        except SyntaxError as e:
+            raise _Verdict(Status.COMPILE_ERROR, f"syntax error at line {e.lineno}: {e.msg}", "static")
         if not defines_model_new(source):
             raise _Verdict(
                 Status.GENERATION_FAILURE, "the candidate defines no class ModelNew", "static"
