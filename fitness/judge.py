@@ -184,7 +184,8 @@ def evaluate(source: str, workload: Workload, options: EvalOptions | None = None
         try:
             ast.parse(source)
         except SyntaxError as e:
-            raise _Verdict(Status.COMPILE_ERROR, f"syntax error at line {e.lineno}: {e.msg}", "static")
+            reason = f"syntax error at line {e.lineno}: {e.msg}"
+            raise _Verdict(Status.COMPILE_ERROR, reason, "static") from None
         if not defines_model_new(source):
             raise _Verdict(
                 Status.GENERATION_FAILURE, "the candidate defines no class ModelNew", "static"

@@ -87,7 +87,10 @@ def test_strict_default_rejects(body, prelude, expected):
 
 
 def test_own_kernel_is_required():
-    plain = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+    plain = (
+        "import torch\nclass ModelNew(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return x\n"
+    )
     verdict = check(plain, "triton")
     assert not verdict.ok and "@triton.jit" in verdict.reason
     verdict = check(plain, "cuda")
