@@ -120,6 +120,9 @@ def kernel_names(source: str, backend: str) -> set[str]:
     return names
 
 
+CHUNK = 1 << 24  # elements compared at a time, so float64 temporaries stay small
+
+
 def compare(outs, refs, atol: float, rtol: float) -> tuple[str, float, float]:
     """('' if equal within tolerance else a one-line reason, max abs err, max rel err)."""
     if len(outs) != len(refs):
@@ -135,24 +138,27 @@ def compare(outs, refs, atol: float, rtol: float) -> tuple[str, float, float]:
             if not torch.equal(o, r):
                 return f"{tag} differs from the reference (exact dtype {r.dtype})", 0.0, 0.0
             continue
-        o64, r64 = o.double(), r.double()
-        rfin, ofin = torch.isfinite(r64), torch.isfinite(o64)
-        if bool((rfin & ~ofin).any()):
-            return f"{tag} has NaN/Inf where the reference has none", float("inf"), float("inf")
-        if bool((~rfin & ~(o64.isnan() == r64.isnan()) & ~(o64 == r64)).any()):
-            return f"{tag} has different non-finite values than the reference", 0.0, 0.0
-        if not bool(rfin.any()):
-            continue
-        err = (o64 - r64).abs()[rfin]
-        mag = r64.abs()[rfin]
-        max_abs = max(max_abs, float(err.max()))
-        max_rel = max(max_rel, float((err / mag.clamp_min(atol)).max()))
-        bad = err > atol + rtol * mag
-        if bool(bad.any()):
-            n = int(bad.sum())
+        of, rf = o.reshape(-1), r.reshape(-1)
+        bad_total = 0
+        for start in range(0, rf.numel(), CHUNK):
+            o64, r64 = of[start : start + CHUNK].double(), rf[start : start + CHUNK].double()
+            rfin = torch.isfinite(r64)
+            if bool((rfin & ~torch.isfinite(o64)).any()):
+                return f"{tag} has NaN/Inf where the reference has none", float("inf"), float("inf")
+            same_special = (o64 == r64) | (o64.isnan() & r64.isnan())
+            if bool((~rfin & ~same_special).any()):
+                return f"{tag} has different non-finite values than the reference", 0.0, 0.0
+            err = (o64 - r64).abs()[rfin]
+            if err.numel() == 0:
+                continue
+            mag = r64.abs()[rfin]
+            max_abs = max(max_abs, float(err.max()))
+            max_rel = max(max_rel, float((err / mag.clamp_min(atol)).max()))
+            bad_total += int((err > atol + rtol * mag).sum())
+        if bad_total:
             return (
-                f"{tag}: {n} of {err.numel()} elements differ beyond atol={atol:g} rtol={rtol:g} "
-                f"(max abs err {float(err.max()):.3g})",
+                f"{tag}: {bad_total} of {rf.numel()} elements differ beyond atol={atol:g} "
+                f"rtol={rtol:g} (max abs err {max_abs:.3g})",
                 max_abs,
                 max_rel,
             )

@@ -185,29 +185,38 @@ def load_workload_module(job: Job, shape: int | None):
 
 
 def make_inputs(mod, rnd: Round, device: str) -> list:
-    """The workload's inputs for a seed, redrawn from `rnd.dist`; the same in any process."""
+    """The workload's inputs for a seed, redrawn from `rnd.dist`; the same in any process.
+
+    Factories run on the target device (fast for KernelBench-size tensors) and are seeded,
+    so the reference and the candidate child draw identical values without exchanging them.
+    """
     torch.manual_seed(rnd.seed)
-    raw = mod.get_inputs()
-    g = torch.Generator().manual_seed(rnd.seed % (2**62) + 7)
-    out = []
-    for x in raw:
-        if isinstance(x, torch.Tensor):
-            if x.is_floating_point() and rnd.dist != "workload":
-                x = _redraw(x, rnd.dist, g)
-            x = x.to(device)
-        out.append(x)
+    with torch.device(device):
+        raw = mod.get_inputs()
+        g = torch.Generator(device=device).manual_seed(rnd.seed % (2**62) + 7)
+        out = []
+        for x in raw:
+            if isinstance(x, torch.Tensor):
+                x = x.to(device)
+                if x.is_floating_point() and rnd.dist != "workload":
+                    x = _redraw(x, rnd.dist, g)
+            out.append(x)
     return out
 
 
 def _redraw(x: torch.Tensor, dist: str, g: torch.Generator) -> torch.Tensor:
+    """New values at the workload's own scale (times 0.5-2), so honest rounding stays in range."""
     nonneg = bool((x >= 0).all()) if x.numel() else False
-    if dist == "normal":
-        scale = math.exp(torch.empty(()).uniform_(-2.0, 2.0, generator=g).item())
-        y = torch.randn(x.shape, generator=g) * scale
-    elif dist == "heavy":  # a Gaussian scale mixture: Student-t-like tails
-        y = torch.randn(x.shape, generator=g) * torch.exp(torch.randn(x.shape, generator=g))
-    else:
+    dev = x.device
+    base = float(x.float().std()) if x.numel() > 1 else 1.0
+    base = base if math.isfinite(base) and base > 0 else 1.0
+    scale = base * math.exp(torch.empty((), device=dev).uniform_(-0.7, 0.7, generator=g).item())
+    y = torch.randn(x.shape, generator=g, device=dev)
+    if dist == "heavy":  # a Gaussian scale mixture: Student-t-like tails
+        y *= torch.exp(0.5 * torch.randn(x.shape, generator=g, device=dev))
+    elif dist != "normal":
         raise ValueError(f"unknown input distribution {dist!r}")
+    y *= scale
     return (y.abs() if nonneg else y).to(x.dtype)
 
 
@@ -355,8 +364,6 @@ class _CandidateState:
         self.clock = Clock(job.device, facts.get("l2_bytes", 0))
         self.mods = {}
         self.weights = {}
-        self.inputs: dict[int, list] = {}
-        self.pristine: dict[int, list] = {}
         self.models = {}
         self.launches: dict[str, int] = {}
 
@@ -370,17 +377,11 @@ class _CandidateState:
             ref = build_model(mod, mod.Model, "cpu")
             self.weights[s] = {k: v.detach().clone() for k, v in ref.state_dict().items()}
             del ref
-        for i, rnd in enumerate(job.rounds):
-            self.inputs[i] = make_inputs(self.mods[rnd.shape], rnd, job.device)
-            self.pristine[i] = [
-                x.clone() if isinstance(x, torch.Tensor) else x for x in self.inputs[i]
-            ]
         main = self.mods[None]
         self.timing_sets = [
             make_inputs(main, Round(seed=job.rounds[0].seed + 1000 + k), job.device)
             for k in range(job.n_timing_sets)
         ]
-        self.fresh = [make_inputs(main, r, job.device) for r in job.rechecks]
         self.aliases = [[_alias(x) for x in args] for args in self.timing_sets]
         self._poison()
         self._install_launch_counter()
@@ -416,14 +417,16 @@ class _CandidateState:
             else:
                 self.clock.call(model, args)
         for i in cmd["rounds"]:
-            out = self._run(i)
+            inputs = self._inputs(i)
+            with torch.no_grad():
+                out, _ = self.clock.call(self.models[self.job.rounds[i].shape], inputs)
             outs, problem = flatten_outputs(out)
             changed = [
-                k for k, (a, b) in enumerate(zip(self.inputs[i], self.pristine[i]))
+                k for k, (a, b) in enumerate(zip(inputs, self._inputs(i)))
                 if isinstance(a, torch.Tensor) and not torch.equal(a, b)
             ]  # fmt: skip
             send(conn, "output", index=i, problem=problem, inputs_changed=changed, tensors=outs)
-            del out, outs
+            del out, outs, inputs
         send(conn, "trace", launches=self.launches, **self.trace)
 
     def op_time(self, conn, cmd) -> None:
@@ -435,7 +438,8 @@ class _CandidateState:
             args = sets[i % len(sets)]
             j = at.get(i)
             if j is not None:  # written through an alias: the inputs' version counters stay
-                for dst, src in zip(self.aliases[i % len(sets)], self.fresh[j]):
+                fresh = make_inputs(self.mods[None], self.job.rechecks[j], self.job.device)
+                for dst, src in zip(self.aliases[i % len(sets)], fresh):
                     if dst is not None:
                         dst.copy_(src)
             with torch.no_grad():
@@ -451,11 +455,9 @@ class _CandidateState:
         send(conn, "done")
 
     # -- helpers
-    def _run(self, i: int):
+    def _inputs(self, i: int) -> list:
         rnd = self.job.rounds[i]
-        with torch.no_grad():
-            out, _ = self.clock.call(self.models[rnd.shape], self.inputs[i])
-        return out
+        return make_inputs(self.mods[rnd.shape], rnd, self.job.device)
 
     def _launch_trace(self, model, args) -> None:
         """One warm-up call under the profiler: which kernels and aten ops really ran."""
