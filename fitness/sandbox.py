@@ -292,6 +292,11 @@ def child_main(conn, job: Job) -> None:
         if job.role == "reference":
             _reference(conn, job)
             return
+        if job.role == "build":  # compile ahead: no GPU is visible here
+            phase = "load"
+            import_candidate(job.candidate_path)
+            send(conn, "built")
+            return
         state = _CandidateState(job, facts)
         while True:
             cmd = conn.recv()
@@ -313,6 +318,19 @@ def child_main(conn, job: Job) -> None:
         conn.close()
         sys.stdout.flush()
         os._exit(0)
+
+
+def import_candidate(path: str):
+    """Import the candidate file (a CUDA candidate builds its extension here)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("candidate_module", path)
+    cand = importlib.util.module_from_spec(spec)
+    sys.modules["candidate_module"] = cand
+    spec.loader.exec_module(cand)
+    if not isinstance(getattr(cand, "ModelNew", None), type):
+        raise ImportError("the candidate defines no class ModelNew")
+    return cand
 
 
 def _reference(conn, job: Job) -> None:
@@ -483,15 +501,9 @@ class _CandidateState:
         mod = self.mods[None]
         if job.model != "candidate":
             return mod.Model
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("candidate_module", job.candidate_path)
-        cand = importlib.util.module_from_spec(spec)
-        sys.modules["candidate_module"] = cand
-        spec.loader.exec_module(cand)
-        if not isinstance(getattr(cand, "ModelNew", None), type):
-            raise ImportError("the candidate defines no class ModelNew")
-        return cand.ModelNew
+        if job.device == "cuda" and "TORCH_CUDA_ARCH_LIST" not in os.environ:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = self.facts.get("capability", "")
+        return import_candidate(job.candidate_path).ModelNew
 
     def _wrap(self, model):
         kind = self.job.model

@@ -1,0 +1,212 @@
+"""The fitness service on Ray: one `FitnessWorker` per GPU, fed a stream of candidates.
+
+`FitnessService` is the plain class (usable without Ray); `FitnessWorker` is the same class as
+a Ray actor with `num_gpus=1`. Submitted candidates queue in order; CUDA candidates start
+building at once in CPU-only children (compile ahead) while the GPU evaluates earlier ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from fitness.cache import JsonCache, default_cache_dir, digest
+from fitness.compile import prebuild
+from fitness.errors import EvoError
+from fitness.guardrails import GuardrailConfig
+from fitness.judge import EvalOptions, evaluate, resolve_device, source_hash, workload_for_device
+from fitness.precision import parse_precision
+from fitness.results import PROTOCOL_VERSION, EvalResult, Status
+from fitness.workloads import Workload, resolve_workload
+
+
+@dataclass
+class EvalRequest:
+    """One candidate to judge. `options` overrides EvalOptions fields (samples, timeout, ...)."""
+
+    source: str
+    workload: str
+    backend: str = "triton"
+    precision: str = "fp32"
+    overrides: dict = field(default_factory=dict)
+    kernelbench_root: str | None = None
+    options: dict = field(default_factory=dict)
+    guardrails: dict = field(default_factory=dict)
+    request_id: str = ""
+
+
+class FitnessService:
+    """Evaluates a stream of requests on one device, one candidate on the GPU at a time."""
+
+    def __init__(
+        self,
+        device: str = "auto",
+        extension_dir: str | None = None,
+        cache: bool = False,
+        build_jobs: int = 4,
+        cuda_arch: str | None = None,
+    ):
+        self.device = resolve_device(device)
+        self.extension_dir = extension_dir or os.path.join(default_cache_dir(), "extensions")
+        self.cache = JsonCache(default_cache_dir(), "verdicts") if cache else None
+        self.cuda_arch = cuda_arch
+        self._builds = ThreadPoolExecutor(max_workers=max(1, build_jobs))
+        self._ids = itertools.count()
+        self._queue: queue.Queue = queue.Queue()
+        self._done: queue.Queue = queue.Queue()
+        self._workloads: dict[tuple, Workload] = {}
+        self._last_device = ("", {})  # device name and versions, learnt from the first verdict
+        self.evaluated = 0
+        threading.Thread(target=self._loop, name="fitness-gpu", daemon=True).start()
+
+    # -- the stream interface
+    def submit(self, request: EvalRequest | dict) -> str:
+        """Queue a candidate and start its build now; returns its request id."""
+        req = request if isinstance(request, EvalRequest) else EvalRequest(**request)
+        if not req.request_id:
+            req.request_id = f"r{next(self._ids)}"
+        build = None
+        if req.backend == "cuda" and self.device == "cuda":
+            build = self._builds.submit(
+                prebuild, req.source, self.extension_dir, self._arch(), 900.0
+            )
+        self._queue.put((req, build))
+        return req.request_id
+
+    def poll(self, max_items: int | None = None, timeout: float = 0.0) -> list[tuple[str, dict]]:
+        """Finished (request id, EvalResult dict) pairs; waits up to `timeout` for the first."""
+        out = []
+        try:
+            out.append(self._done.get(timeout=timeout) if timeout else self._done.get_nowait())
+            while max_items is None or len(out) < max_items:
+                out.append(self._done.get_nowait())
+        except queue.Empty:
+            pass
+        return out
+
+    def evaluate(self, request: EvalRequest | dict) -> dict:
+        """Judge one candidate and wait for it (the queue stays in order)."""
+        return self.evaluate_many([request])[0]
+
+    def evaluate_many(self, requests: list) -> list[dict]:
+        """Submit all (their builds start at once), then wait for every verdict, in order."""
+        ids = [self.submit(r) for r in requests]
+        got: dict[str, dict] = {}
+        while len(got) < len(ids):
+            for rid, res in self.poll(timeout=1.0):
+                got[rid] = res
+        return [got[i] for i in ids]
+
+    def info(self) -> dict:
+        return {
+            "device": self.device,
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+            "pid": os.getpid(),
+            "evaluated": self.evaluated,
+        }
+
+    # -- the GPU loop
+    def _loop(self) -> None:
+        while True:
+            req, build = self._queue.get()
+            try:
+                res = self._judge(req, build)
+            except EvoError as e:
+                res = EvalResult(Status.GENERATION_FAILURE, f"bad request: {e}")
+            except Exception as e:  # noqa: BLE001 - the service must outlive any request
+                res = EvalResult(Status.RUNTIME_ERROR, f"fitness service fault: {e!r}")
+            self.evaluated += 1
+            self._done.put((req.request_id, res.to_dict()))
+
+    def _judge(self, req: EvalRequest, build: Future | None) -> EvalResult:
+        workload = self._workload(req)
+        opts = EvalOptions(
+            backend=req.backend,
+            device=self.device,
+            precision=parse_precision(req.precision),
+            extension_dir=self.extension_dir,
+            guardrails=GuardrailConfig(**req.guardrails),
+        )
+        known = {f for f in EvalOptions.__dataclass_fields__}
+        bad = set(req.options) - known
+        if bad:
+            raise EvoError(f"unknown evaluation option(s): {', '.join(sorted(bad))}")
+        opts = replace(opts, **req.options)
+        key = self._cache_key(req, workload, opts)
+        if key and (hit := self.cache.get(key)):
+            res = EvalResult.from_dict(hit)
+            res.metrics["cache_hit"] = 1.0
+            return res
+        if build is not None:
+            built = build.result()
+            if not built.ok:
+                return EvalResult(
+                    Status.COMPILE_ERROR,
+                    f"build: {built.reason}",
+                    workload=workload.name,
+                    backend=req.backend,
+                    source_hash=source_hash(req.source),
+                    precision=req.precision,
+                    log=built.log,
+                    caught_by="runtime",
+                )
+        res = evaluate(req.source, workload, opts)
+        if build is not None:
+            res.metrics["build_seconds"] = round(build.result().seconds, 3)
+        self._last_device = (res.device, res.versions)
+        if key is None and self.cache is not None:
+            key = self._cache_key(req, workload, opts)
+        if key and res.status is not Status.RUNTIME_ERROR and res.status is not Status.TIMEOUT:
+            self.cache.put(key, res.to_dict())
+        return res
+
+    def _cache_key(self, req: EvalRequest, workload: Workload, opts: EvalOptions) -> str | None:
+        """Everything that changes the verdict (EVALUATION.md, caches); None until it is known."""
+        device, versions = self._last_device
+        if self.cache is None or not device:
+            return None
+        o = opts.resolved()
+        return digest(
+            source_hash(req.source), workload.source, workload.overrides, req.backend, device,
+            versions, o.precision.value, o.atol, o.rtol, o.guardrails.key(), o.samples,
+            o.rounds, PROTOCOL_VERSION,
+        )  # fmt: skip
+
+    def _workload(self, req: EvalRequest) -> Workload:
+        key = (req.workload, req.kernelbench_root, tuple(sorted(req.overrides.items())))
+        if key not in self._workloads:
+            w = resolve_workload(req.workload, req.kernelbench_root)
+            w = w.with_overrides(req.overrides) if req.overrides else w
+            self._workloads[key] = workload_for_device(w, self.device)
+        return self._workloads[key]
+
+    def _arch(self) -> str:
+        if self.cuda_arch is None:
+            import torch
+
+            major, minor = torch.cuda.get_device_capability()
+            self.cuda_arch = f"{major}.{minor}"
+        return self.cuda_arch
+
+
+def fitness_worker_class():
+    """`FitnessService` as a Ray actor pinned to one GPU (threaded, so `poll` runs alongside)."""
+    import ray
+
+    return ray.remote(num_gpus=1, max_concurrency=4)(FitnessService)
+
+
+def start_workers(n: int | None = None, **kwargs) -> list:
+    """One FitnessWorker per GPU in the Ray cluster (or `n`); with no GPU, one CPU worker."""
+    import ray
+
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    if gpus == 0:
+        cpu_worker = ray.remote(num_cpus=1, max_concurrency=4)(FitnessService)
+        return [cpu_worker.remote(device="cpu", **kwargs)]
+    cls = fitness_worker_class()
+    return [cls.remote(**kwargs) for _ in range(n or gpus)]

@@ -1,0 +1,73 @@
+"""FitnessService and the FitnessWorker actor: a stream of candidates, placement, resilience."""
+
+from pathlib import Path
+
+import pytest
+
+from fitness.results import Status
+from fitness.worker import EvalRequest, FitnessService, start_workers
+
+SEEDS = Path(__file__).resolve().parents[1] / "experiments" / "workloads" / "seeds"
+FAST = {"baselines": False}
+
+
+def request(name: str, source: str | None = None, **kw) -> EvalRequest:
+    src = source if source is not None else (SEEDS / f"{name}_triton.py").read_text()
+    kw["options"] = {**FAST, **kw.get("options", {})}
+    return EvalRequest(source=src, workload=f"builtin:{name}", **kw)
+
+
+@pytest.fixture(scope="module")
+def service():
+    return FitnessService(device="cpu", cache=True)
+
+
+def test_stream_returns_verdicts_in_order(service):
+    bad = (SEEDS / "row_sum_triton.py").read_text().replace("class ModelNew", "class Nope")
+    results = service.evaluate_many(
+        [request("row_sum"), request("row_sum", bad), request("softmax")]
+    )
+    assert [r["status"] for r in results] == ["correct", "generation_failure", "correct"]
+    assert results[0]["workload"] == "builtin:row_sum"
+
+
+def test_bad_request_becomes_a_status_and_the_service_lives_on(service):
+    res = service.evaluate(EvalRequest(source="x = 1\n", workload="builtin:no_such"))
+    assert res["status"] == Status.GENERATION_FAILURE.value and "no_such" in res["reason"]
+    res = service.evaluate(request("row_sum", options={"no_such_option": 1}))
+    assert res["status"] == Status.GENERATION_FAILURE.value and "no_such_option" in res["reason"]
+    assert service.evaluate(request("row_sum"))["status"] == "correct"
+
+
+def test_crashing_candidate_does_not_kill_the_service(service):
+    src = (SEEDS / "row_sum_triton.py").read_text()
+    crash = src.replace("import torch\n", "import torch\nimport os\n", 1)
+    crash = crash.replace("class ModelNew", "os.abort()\n\n\nclass ModelNew", 1)
+    res = service.evaluate(request("row_sum", crash, guardrails={"enabled": False}))
+    assert res["status"] == "runtime_error" and "SIGABRT" in res["reason"]
+    assert service.evaluate(request("row_sum"))["status"] == "correct"
+
+
+def test_verdict_cache_hits_for_the_same_source(service):
+    first = service.evaluate(request("softmax"))
+    again = service.evaluate(request("softmax"))
+    assert first["status"] == again["status"] == "correct"
+    assert again["metrics"].get("cache_hit") == 1.0
+    assert again["runtime_ms"] == first["runtime_ms"]
+
+
+def test_one_worker_per_gpu_on_ray(ray_cluster):
+    workers = start_workers(build_jobs=1)
+    assert len(workers) == 2  # the session cluster fakes two GPUs
+    infos = ray_cluster.get([w.info.remote() for w in workers])
+    assert sorted(i["cuda_visible_devices"] for i in infos) == ["0", "1"]
+    assert len({i["pid"] for i in infos}) == 2
+    res = ray_cluster.get(workers[0].evaluate.remote(request("scaled_gelu")))
+    assert res["status"] == "correct", res["reason"]
+    rid = ray_cluster.get(workers[1].submit.remote(request("row_sum")))
+    done = []
+    while not done:
+        done = ray_cluster.get(workers[1].poll.remote(timeout=1.0))
+    assert done[0][0] == rid and done[0][1]["status"] == "correct"
+    for w in workers:
+        ray_cluster.kill(w)
