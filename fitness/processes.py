@@ -24,7 +24,7 @@ import torch
 
 from fitness.sandbox import ENV_KEEP, Job, child_main
 
-_PRELOAD = ["torch", "triton", "fitness.sandbox", "fitness.workloads"]
+_PRELOAD = ["torch", "triton", "fitness.preload", "fitness.sandbox", "fitness.workloads"]
 _lock = threading.Lock()
 _ctx = None
 _mode = None
