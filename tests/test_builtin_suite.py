@@ -1,4 +1,4 @@
-"""The builtin suite through the real fitness service: seeds are correct, workloads not degenerate."""
+"""The builtin suite through the fitness service: seeds correct, workloads not degenerate."""
 
 import json
 import subprocess
