@@ -1,11 +1,14 @@
 """Imported once by the fork server: pays the first-use costs every child would otherwise pay.
 
-The flop counter's and the profiler's first use cost 1-3 s each on the CPU. Nothing here
-touches CUDA, so children still create their own CUDA context.
+The flop counter's first use costs about a second, and on the CPU the profiler's another two.
+Nothing here may touch CUDA (a forked child could not initialise it), so on a GPU machine the
+profiler, whose start initialises CUPTI, is left to the children.
 """
 
+import os
+import warnings
+
 import torch
-from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 
@@ -13,9 +16,14 @@ def _warm() -> None:
     a = torch.ones(4, 4)
     with FlopCounterMode(display=False):
         torch.mm(a, a)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        torch.mm(a, a)
-    prof.events()
+    if os.environ.get("TRITON_INTERPRET") == "1":  # a CPU-only fork server
+        from torch.profiler import ProfilerActivity, profile
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                torch.mm(a, a)
+            prof.events()
 
 
 _warm()

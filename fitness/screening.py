@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from fitness.errors import EvoError
 from fitness.guardrails import GuardrailConfig
 from fitness.judge import EvalOptions, evaluate
 from fitness.results import EvalResult
@@ -89,5 +90,12 @@ def screen(workload: Workload, options: EvalOptions | None = None) -> ScreeningR
     results = {
         name: evaluate(null_source(workload, name), workload, opts) for name in NULL_CANDIDATES
     }
+    broken = {n: r for n, r in results.items() if r.status.value not in ("mismatch", "correct")}
+    if broken:
+        name, r = next(iter(broken.items()))
+        raise EvoError(
+            f"screening {workload.name} is inconclusive: null candidate {name!r} ended in "
+            f"{r.status.value} ({r.reason})"
+        )
     passed = [name for name, r in results.items() if r.ok]
     return ScreeningReport(workload.name, bool(passed), passed, results)
