@@ -53,6 +53,8 @@ def time_baseline(workload: Workload, mode: str, opts) -> dict:
         _expect(child, "loaded", max(opts.timeout, opts.build_timeout))
         child.send("correct", warmup=opts.warmup + (3 if mode == "compile" else 0), rounds=[])
         _expect(child, "trace", max(opts.timeout, opts.build_timeout))
+        child.send("prepare")
+        _expect(child, "prepared", opts.timeout)
         child.send("time", n=opts.samples, recheck_at=[])
         samples = _expect(child, "timed", opts.timeout).fields["samples"]
         _expect(child, "done", opts.timeout)

@@ -8,6 +8,7 @@ cross-checks the samples against its own wall clock, and reads the launch trace.
 from __future__ import annotations
 
 import ast
+import math
 import re
 import secrets
 import shutil
@@ -124,7 +125,11 @@ CHUNK = 1 << 24  # elements compared at a time, so float64 temporaries stay smal
 
 
 def compare(outs, refs, atol: float, rtol: float) -> tuple[str, float, float]:
-    """('' if equal within tolerance else a one-line reason, max abs err, max rel err)."""
+    """('' if equal within tolerance else a one-line reason, max abs err, max rel err).
+
+    Float outputs are compared in float32 (half types upcast): |out - ref| <= atol + rtol*|ref|
+    elementwise, NaN/Inf only where the reference has the same.
+    """
     if len(outs) != len(refs):
         return f"returned {len(outs)} output tensors, expected {len(refs)}", 0.0, 0.0
     max_abs = max_rel = 0.0
@@ -138,23 +143,27 @@ def compare(outs, refs, atol: float, rtol: float) -> tuple[str, float, float]:
             if not torch.equal(o, r):
                 return f"{tag} differs from the reference (exact dtype {r.dtype})", 0.0, 0.0
             continue
+        wide = torch.float64 if r.dtype == torch.float64 else torch.float32
         of, rf = o.reshape(-1), r.reshape(-1)
         bad_total = 0
         for start in range(0, rf.numel(), CHUNK):
-            o64, r64 = of[start : start + CHUNK].double(), rf[start : start + CHUNK].double()
-            rfin = torch.isfinite(r64)
-            if bool((rfin & ~torch.isfinite(o64)).any()):
-                return f"{tag} has NaN/Inf where the reference has none", float("inf"), float("inf")
-            same_special = (o64 == r64) | (o64.isnan() & r64.isnan())
-            if bool((~rfin & ~same_special).any()):
-                return f"{tag} has different non-finite values than the reference", 0.0, 0.0
-            err = (o64 - r64).abs()[rfin]
-            if err.numel() == 0:
+            oc = of[start : start + CHUNK].to(wide)
+            rc = rf[start : start + CHUNK].to(wide)
+            if not (bool(torch.isfinite(oc).all()) and bool(torch.isfinite(rc).all())):
+                rfin = torch.isfinite(rc)
+                if bool((rfin & ~torch.isfinite(oc)).any()):
+                    return f"{tag} has NaN/Inf where the reference has none", math.inf, math.inf
+                same = (oc == rc) | (oc.isnan() & rc.isnan())
+                if bool((~rfin & ~same).any()):
+                    return f"{tag} has different non-finite values than the reference", 0.0, 0.0
+                oc, rc = oc[rfin], rc[rfin]
+            if rc.numel() == 0:
                 continue
-            mag = r64.abs()[rfin]
+            err = (oc - rc).abs_()
+            mag = rc.abs_()
             max_abs = max(max_abs, float(err.max()))
             max_rel = max(max_rel, float((err / mag.clamp_min(atol)).max()))
-            bad_total += int((err > atol + rtol * mag).sum())
+            bad_total += int((err > mag.mul_(rtol).add_(atol)).sum())
         if bad_total:
             return (
                 f"{tag}: {bad_total} of {rf.numel()} elements differ beyond atol={atol:g} "
@@ -278,7 +287,7 @@ class _Protocol:
             ref.kill()
             self._expect(cand, "ready", "setup")
             keep = [i for i, r in enumerate(self.rounds) if refs[i][0] or r.dist == "workload"]
-            w0 = self._wall(cand, "calibrate", "calibrated") if opts.timing else None
+            w0 = self._calibrate(cand) if opts.timing else None
             cand.send("load")
             self._expect(cand, "loaded", "load", timeout=max(opts.timeout, opts.build_timeout))
             self._correctness(cand, keep, refs)
@@ -336,10 +345,12 @@ class _Protocol:
                 info = {"flops": msg.fields["flops"], "min_bytes": msg.fields["min_bytes"]}
         return refs, info
 
-    def _wall(self, cand: Child, op: str, reply: str, **kw) -> float:
+    def _calibrate(self, cand: Child) -> float:
+        """Wall ms of the timing loop around a no-op (before any candidate code is loaded)."""
         t = time.perf_counter()
-        cand.send(op, n=self.opts.samples, **kw)
-        self._expect(cand, reply, op)
+        cand.send("calibrate", n=self.opts.samples)
+        msg = self._expect(cand, "calibrated", "calibrate")
+        self.tail0 = statistics.median(msg.fields.get("tails") or [0.0])
         return (time.perf_counter() - t) * 1e3
 
     def _tol(self, ref_tensors) -> tuple[float, float]:
@@ -401,6 +412,8 @@ class _Protocol:
     def _timing(self, cand: Child, refs, w0: float, ref_info: dict) -> None:
         n = self.opts.samples
         at = [(it, k) for k, it in enumerate(self.recheck_at)]
+        cand.send("prepare")
+        self._expect(cand, "prepared", "time")
         t = time.perf_counter()
         cand.send("time", n=n, recheck_at=at)
         msg = self._expect(cand, "timed", "time")
@@ -422,9 +435,22 @@ class _Protocol:
         ):
             raise _Verdict(Status.REJECTED, "timer tampering: malformed timing samples", "judge")
         median = statistics.median(samples)
+        tails = msg.fields.get("tails")
+        if not isinstance(tails, list) or len(tails) != n:
+            raise _Verdict(Status.REJECTED, "timer tampering: malformed timing samples", "judge")
+        tail = statistics.median(tails) - self.tail0
+        if tail > max(0.05, 0.1 * median):
+            raise _Verdict(
+                Status.REJECTED,
+                f"work outlives the call: {tail:.4g} ms per call ran after the stream's end "
+                f"(another stream, thread or deferred work) on top of {median:.4g} ms",
+                "judge",
+            )
         q = statistics.quantiles(samples, n=4) if n >= 2 else [median, median, median]
         wall_per_call = max(w1 - w0, 0.0) / n
-        if median < 0.5 * wall_per_call - 0.05:
+        # On the interpreter, 3 samples on a shared CPU are noisy: only a gross gap counts there.
+        factor, slack = (0.8, 0.05) if self.opts.device == "cuda" else (0.25, 1.0)
+        if median < factor * wall_per_call - slack:
             raise _Verdict(
                 Status.REJECTED,
                 f"timer tampering: reported median {median:.4g} ms, but the judge's wall clock "

@@ -26,4 +26,6 @@ def _warm() -> None:
             prof.events()
 
 
+# The server's stdout is the caller's (evo eval --json): nothing of ours may print there.
+os.dup2(2, 1)
 _warm()

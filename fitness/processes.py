@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import multiprocessing as mp
 import os
 import signal
@@ -152,9 +153,28 @@ class Child:
             raise ChildFailed("died", "malformed message from the child")
         tensors = []
         for meta in header.pop("tensors", []) or []:
-            raw = self.conn.recv_bytes(MAX_FRAME)
-            tensors.append(_decode(meta, raw))
+            tensors.append(self._read_tensor(meta))
         return Message(header.pop("kind"), header, tensors)
+
+    def _read_tensor(self, meta: dict) -> torch.Tensor:
+        """One raw frame, received straight into a tensor of the declared dtype and shape."""
+        dtype = DTYPES.get(str(meta.get("dtype")))
+        if dtype is None or not isinstance(meta.get("shape"), list):
+            raise ChildFailed("died", f"unsupported output dtype {meta.get('dtype')!r}")
+        shape = [int(s) for s in meta["shape"]]
+        numel = math.prod(shape)
+        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        if numel < 0 or nbytes > MAX_FRAME:
+            raise ChildFailed("died", "an output frame is larger than the judge accepts")
+        buf = torch.empty(nbytes, dtype=torch.uint8)
+        if nbytes:
+            try:
+                got = self.conn.recv_bytes_into(memoryview(buf.numpy()))
+            except mp.BufferTooShort:
+                raise ChildFailed("died", "an output frame is longer than declared") from None
+            if got != nbytes:
+                raise ChildFailed("died", "an output frame does not match its declared shape")
+        return buf.view(dtype).reshape(shape)
 
     def _rss(self) -> int:
         if self._ps is None:
@@ -186,19 +206,3 @@ class Child:
                 self.proc.kill()
         self.proc.join(timeout=5)
         self.conn.close()
-
-
-def _decode(meta: dict, raw: bytes) -> torch.Tensor:
-    dtype = DTYPES.get(str(meta.get("dtype")))
-    shape = [int(s) for s in meta.get("shape", [])]
-    if dtype is None:
-        raise ChildFailed("died", f"unsupported output dtype {meta.get('dtype')!r}")
-    numel = 1
-    for s in shape:
-        numel *= s
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    if len(raw) != numel * itemsize:
-        raise ChildFailed("died", "an output frame does not match its declared shape")
-    if numel == 0:
-        return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).reshape(shape)

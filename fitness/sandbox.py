@@ -78,10 +78,11 @@ def send(conn, kind: str, tensors=(), **fields) -> None:
     for t in tensors:
         t = t.detach()
         metas.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)})
-        blobs.append(t.contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
+        blobs.append(t.contiguous().cpu().reshape(-1).view(torch.uint8).numpy())
     conn.send_bytes(json.dumps({"kind": kind, "tensors": metas, **fields}).encode())
     for b in blobs:
-        conn.send_bytes(b)
+        if b.size:
+            conn.send_bytes(memoryview(b))
 
 
 def flatten_outputs(out) -> tuple[list[torch.Tensor], str]:
@@ -165,11 +166,14 @@ def device_facts(device: str) -> dict:
 
 
 def _driver_version() -> str:
+    import re
+
     try:
         text = Path("/proc/driver/nvidia/version").read_text()
-        return text.split("Kernel Module")[1].split()[0]
-    except (OSError, IndexError):
+    except OSError:
         return ""
+    m = re.search(r"Kernel Module[^\d]*(\d+\.\d+(?:\.\d+)?)", text)
+    return m.group(1) if m else ""
 
 
 # ---------------------------------------------------------------- workloads and inputs
@@ -240,7 +244,13 @@ def build_model(mod, cls, device: str, seed: int = 42, state_dict=None) -> torch
 
 
 class Clock:
-    """One call, timed the same way in every phase: L2 flush, events, device-wide sync."""
+    """One call, timed the same way in every phase: L2 flush, then CUDA events.
+
+    The sample is from a start event to an end event recorded on the stream right after the
+    call returns. A device-wide sync follows, then a second end event: the gap between the two
+    ends is work that outlived the stream (side streams, deferred work); the judge compares it
+    with the gap of the calibration loop.
+    """
 
     def __init__(self, device: str, l2_bytes: int):
         self.cuda = device == "cuda"
@@ -250,21 +260,24 @@ class Clock:
             )
             self.start = torch.cuda.Event(enable_timing=True)
             self.end = torch.cuda.Event(enable_timing=True)
+            self.after = torch.cuda.Event(enable_timing=True)
         self._sync = torch.cuda.synchronize
         self._now = time.perf_counter
 
-    def call(self, fn, args) -> tuple[object, float]:
+    def call(self, fn, args) -> tuple[object, float, float]:
+        """(output, sample ms, ms between the stream's end and the device-wide end)."""
         if self.cuda:
             self.flush_buf.zero_()
             self.start.record()
             out = fn(*args)
-            self._sync()
             self.end.record()
-            self.end.synchronize()
-            return out, self.start.elapsed_time(self.end)
+            self._sync()
+            self.after.record()
+            self.after.synchronize()
+            return out, self.start.elapsed_time(self.end), self.end.elapsed_time(self.after)
         t0 = self._now()
         out = fn(*args)
-        return out, (self._now() - t0) * 1e3
+        return out, (self._now() - t0) * 1e3, 0.0
 
 
 def _alias(x):
@@ -408,8 +421,8 @@ class _CandidateState:
     def op_calibrate(self, conn, cmd) -> None:
         """The timing loop around a no-op; the judge's wall clock over it is the overhead."""
         sets = self.timing_sets
-        times = [self.clock.call(_noop, sets[i % len(sets)])[1] for i in range(cmd["n"])]
-        send(conn, "calibrated", samples=times)
+        calls = [self.clock.call(_noop, sets[i % len(sets)]) for i in range(cmd["n"])]
+        send(conn, "calibrated", samples=[c[1] for c in calls], tails=[c[2] for c in calls])
 
     # -- the candidate (or baseline) enters the process here
     def op_load(self, conn, cmd) -> None:
@@ -437,7 +450,7 @@ class _CandidateState:
         for i in cmd["rounds"]:
             inputs = self._inputs(i)
             with torch.no_grad():
-                out, _ = self.clock.call(self.models[self.job.rounds[i].shape], inputs)
+                out = self.clock.call(self.models[self.job.rounds[i].shape], inputs)[0]
             outs, problem = flatten_outputs(out)
             changed = [
                 k for k, (a, b) in enumerate(zip(inputs, self._inputs(i)))
@@ -447,27 +460,34 @@ class _CandidateState:
             del out, outs, inputs
         send(conn, "trace", launches=self.launches, **self.trace)
 
+    def op_prepare(self, conn, cmd) -> None:
+        """Draw the re-check inputs before the judge starts its clock on the timed loop."""
+        self.fresh = [make_inputs(self.mods[None], r, self.job.device) for r in self.job.rechecks]
+        if self.clock.cuda:
+            torch.cuda.synchronize()
+        send(conn, "prepared")
+
     def op_time(self, conn, cmd) -> None:
         """The timed loop: fixed count, rotating inputs, fresh inputs swapped in at rechecks."""
         n, at = cmd["n"], dict(cmd["recheck_at"])  # iteration -> recheck index
-        sets, model, times = self.timing_sets, self.models[None], []
+        sets, model, times, tails = self.timing_sets, self.models[None], [], []
         captured = []
         for i in range(n):
             args = sets[i % len(sets)]
             j = at.get(i)
             if j is not None:  # written through an alias: the inputs' version counters stay
-                fresh = make_inputs(self.mods[None], self.job.rechecks[j], self.job.device)
-                for dst, src in zip(self.aliases[i % len(sets)], fresh):
+                for dst, src in zip(self.aliases[i % len(sets)], self.fresh[j]):
                     if dst is not None:
                         dst.copy_(src)
             with torch.no_grad():
-                out, ms = self.clock.call(model, args)
+                out, ms, tail = self.clock.call(model, args)
             times.append(ms)
+            tails.append(tail)
             if j is not None:
                 outs, problem = flatten_outputs(out)
                 captured.append((j, problem, [t.detach().clone() for t in outs]))
             del out
-        send(conn, "timed", samples=times)
+        send(conn, "timed", samples=times, tails=tails)
         for j, problem, outs in captured:
             send(conn, "recheck", index=j, problem=problem, tensors=outs)
         send(conn, "done")

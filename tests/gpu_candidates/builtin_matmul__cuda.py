@@ -13,8 +13,8 @@ _CUDA_SRC = r"""
 #include <algorithm>
 #include <cstdint>
 
-__device__ __forceinline__ float bmm_epilogue(float acc, int64_t col, const float* bias, float p0,
-                                              float p1) {
+__device__ __forceinline__ float bmatmul_epilogue(float acc, int64_t col, const float* bias,
+                                              float p0, float p1) {
   return acc;
 }
 
@@ -33,7 +33,7 @@ constexpr int THREADS = 256;
 // B_IS_NK: B is stored (N, K) row-major (nn.Linear's weight, so C = A @ W^T);
 // otherwise B is (K, N) row-major.
 template <bool B_IS_NK>
-__global__ __launch_bounds__(THREADS, 2) void bmm_sgemm_kernel(
+__global__ __launch_bounds__(THREADS, 2) void bmatmul_sgemm_kernel(
     const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ bias,
     float* __restrict__ C, int64_t M, int64_t N, int64_t K, float p0, float p1) {
   __shared__ __align__(16) float As[2][BK][BM];
@@ -132,7 +132,7 @@ __global__ __launch_bounds__(THREADS, 2) void bmm_sgemm_kernel(
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int64_t col = n0 + tx * 4 + (j & 3) + (j >> 2) * 64;
-        if (col < N) C[row * N + col] = bmm_epilogue(acc[i][j], col, bias, p0, p1);
+        if (col < N) C[row * N + col] = bmatmul_epilogue(acc[i][j], col, bias, p0, p1);
       }
     }
   }
@@ -140,19 +140,19 @@ __global__ __launch_bounds__(THREADS, 2) void bmm_sgemm_kernel(
 
 // Launches the SGEMM on the current stream; C must be (M, N) contiguous.
 template <bool B_IS_NK>
-static void bmm_launch_sgemm(const float* A, const float* B, const float* bias, float* C,
+static void bmatmul_launch_sgemm(const float* A, const float* B, const float* bias, float* C,
                             int64_t M, int64_t N, int64_t K, float p0, float p1) {
   if (M == 0 || N == 0) return;
   const int64_t grid_x = (N + BN - 1) / BN;
   const int64_t grid_y = (M + BM - 1) / BM;
   TORCH_CHECK(grid_x <= 2147483647LL && grid_y <= 65535LL, "matrix too large for the grid");
   const dim3 grid((unsigned)grid_x, (unsigned)grid_y);
-  bmm_sgemm_kernel<B_IS_NK><<<grid, THREADS, 0, c10::cuda::getCurrentCUDAStream()>>>(
+  bmatmul_sgemm_kernel<B_IS_NK><<<grid, THREADS, 0, c10::cuda::getCurrentCUDAStream()>>>(
       A, B, bias, C, M, N, K, p0, p1);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-static void bmm_check(const torch::Tensor& t, const char* what) {
+static void bmatmul_check(const torch::Tensor& t, const char* what) {
   TORCH_CHECK(t.is_cuda(), what, " must be a CUDA tensor");
   TORCH_CHECK(t.scalar_type() == torch::kFloat32, what, " must be float32");
   TORCH_CHECK(t.is_contiguous(), what, " must be contiguous");
@@ -160,8 +160,8 @@ static void bmm_check(const torch::Tensor& t, const char* what) {
 
 // out = a @ b: a (M, K), b (K, N), both row-major.
 torch::Tensor builtin_matmul_forward(torch::Tensor a, torch::Tensor b) {
-  bmm_check(a, "a");
-  bmm_check(b, "b");
+  bmatmul_check(a, "a");
+  bmatmul_check(b, "b");
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "a and b must be 2-D");
   const int64_t M = a.size(0);
   const int64_t K = a.size(1);
@@ -169,7 +169,7 @@ torch::Tensor builtin_matmul_forward(torch::Tensor a, torch::Tensor b) {
   TORCH_CHECK(b.size(0) == K, "b has ", b.size(0), " rows, expected ", K);
   const c10::cuda::CUDAGuard guard(a.device());
   auto out = torch::empty({M, N}, a.options());
-  bmm_launch_sgemm<false>(a.data_ptr<float>(), b.data_ptr<float>(), nullptr,
+  bmatmul_launch_sgemm<false>(a.data_ptr<float>(), b.data_ptr<float>(), nullptr,
                           out.data_ptr<float>(), M, N, K, 0.0f, 0.0f);
   return out;
 }

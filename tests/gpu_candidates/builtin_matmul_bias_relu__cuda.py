@@ -14,8 +14,8 @@ _CUDA_SRC = r"""
 #include <cstdint>
 
 // relu(acc + bias[col])
-__device__ __forceinline__ float mbr_epilogue(float acc, int64_t col, const float* bias, float p0,
-                                              float p1) {
+__device__ __forceinline__ float mbr_epilogue(float acc, int64_t col, const float* bias,
+                                              float p0, float p1) {
   const float v = acc + bias[col];
   return v > 0.0f ? v : 0.0f;
 }
@@ -161,7 +161,8 @@ static void mbr_check(const torch::Tensor& t, const char* what) {
 }
 
 // out = epilogue(x @ w^T): x (M, K), w (N, K), bias (N) or empty.
-torch::Tensor linear_bias_relu_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, double p0, double p1) {
+torch::Tensor linear_bias_relu_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias,
+                   double p0, double p1) {
   mbr_check(x, "x");
   mbr_check(w, "weight");
   TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "x and weight must be 2-D");
@@ -183,7 +184,10 @@ torch::Tensor linear_bias_relu_forward(torch::Tensor x, torch::Tensor w, torch::
 }
 """
 
-_CPP_SRC = "torch::Tensor linear_bias_relu_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, double p0, double p1);"
+_CPP_SRC = (
+    "torch::Tensor linear_bias_relu_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, "
+    "double p0, double p1);"
+)
 
 _ext = load_inline(
     name="evo_gpu_cand_builtin_matmul_bias_relu",

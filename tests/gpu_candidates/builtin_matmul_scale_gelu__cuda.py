@@ -15,8 +15,8 @@ _CUDA_SRC = r"""
 #include <cstdint>
 
 // exact (erf) GELU of acc * scale, scale = p0
-__device__ __forceinline__ float msg_epilogue(float acc, int64_t col, const float* bias, float p0,
-                                              float p1) {
+__device__ __forceinline__ float msg_epilogue(float acc, int64_t col, const float* bias,
+                                              float p0, float p1) {
   const float v = acc * p0;
   return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
 }
@@ -162,7 +162,8 @@ static void msg_check(const torch::Tensor& t, const char* what) {
 }
 
 // out = epilogue(x @ w^T): x (M, K), w (N, K), bias (N) or empty.
-torch::Tensor linear_scale_gelu_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, double p0, double p1) {
+torch::Tensor linear_scale_gelu_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias,
+                   double p0, double p1) {
   msg_check(x, "x");
   msg_check(w, "weight");
   TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "x and weight must be 2-D");
@@ -184,7 +185,10 @@ torch::Tensor linear_scale_gelu_forward(torch::Tensor x, torch::Tensor w, torch:
 }
 """
 
-_CPP_SRC = "torch::Tensor linear_scale_gelu_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, double p0, double p1);"
+_CPP_SRC = (
+    "torch::Tensor linear_scale_gelu_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, "
+    "double p0, double p1);"
+)
 
 _ext = load_inline(
     name="evo_gpu_cand_builtin_matmul_scale_gelu",

@@ -14,8 +14,8 @@ _CUDA_SRC = r"""
 #include <algorithm>
 #include <cstdint>
 
-__device__ __forceinline__ float kb8_epilogue(float acc, int64_t col, const float* bias, float p0,
-                                              float p1) {
+__device__ __forceinline__ float kb8_epilogue(float acc, int64_t col, const float* bias,
+                                              float p0, float p1) {
   return acc;
 }
 

@@ -2,7 +2,6 @@
 leaky_relu((x @ W^T + b) * multiplier) with x (1024, 8192), W (8192, 8192): one SGEMM
 kernel (128x128 tiles, BK=8, 8x8 fp32 register tiles) with the epilogue fused."""
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
@@ -15,8 +14,8 @@ _CUDA_SRC = r"""
 #include <cstdint>
 
 // leaky_relu((acc + bias[col]) * multiplier), multiplier = p0, negative slope = p1
-__device__ __forceinline__ float kb12_epilogue(float acc, int64_t col, const float* bias, float p0,
-                                              float p1) {
+__device__ __forceinline__ float kb12_epilogue(float acc, int64_t col, const float* bias,
+                                              float p0, float p1) {
   const float v = (acc + bias[col]) * p0;
   return v > 0.0f ? v : v * p1;
 }
@@ -162,7 +161,8 @@ static void kb12_check(const torch::Tensor& t, const char* what) {
 }
 
 // out = epilogue(x @ w^T): x (M, K), w (N, K), bias (N) or empty.
-torch::Tensor gemm_mul_leaky_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, double p0, double p1) {
+torch::Tensor gemm_mul_leaky_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias,
+                   double p0, double p1) {
   kb12_check(x, "x");
   kb12_check(w, "weight");
   TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "x and weight must be 2-D");
@@ -184,7 +184,10 @@ torch::Tensor gemm_mul_leaky_forward(torch::Tensor x, torch::Tensor w, torch::Te
 }
 """
 
-_CPP_SRC = "torch::Tensor gemm_mul_leaky_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, double p0, double p1);"
+_CPP_SRC = (
+    "torch::Tensor gemm_mul_leaky_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, "
+    "double p0, double p1);"
+)
 
 _ext = load_inline(
     name="evo_gpu_cand_kb_level2_12",

@@ -3,7 +3,6 @@
 an SGEMM kernel (128x128 tiles, BK=8, 8x8 fp32 register tiles) with the bias in its
 epilogue, then a GroupNorm + LeakyReLU + doubling kernel in place."""
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
@@ -16,8 +15,8 @@ _CUDA_SRC = r"""
 #include <cstdint>
 
 // acc + bias[col] (the Linear layer; the GroupNorm runs in a second kernel)
-__device__ __forceinline__ float kb62_epilogue(float acc, int64_t col, const float* bias, float p0,
-                                              float p1) {
+__device__ __forceinline__ float kb62_epilogue(float acc, int64_t col, const float* bias,
+                                              float p0, float p1) {
   return acc + bias[col];
 }
 
@@ -195,8 +194,9 @@ __global__ void kb62_groupnorm_leaky_kernel(float* __restrict__ y, const float* 
 
 // y = 2 * leaky_relu(group_norm(x @ w^T + b)): the SGEMM writes x @ w^T + b, then the
 // GroupNorm kernel normalises it in place.
-torch::Tensor gemm_groupnorm_leaky_forward(torch::Tensor x, torch::Tensor w, torch::Tensor b, torch::Tensor gamma,
-                   torch::Tensor beta, int64_t groups, double eps, double slope) {
+torch::Tensor gemm_groupnorm_leaky_forward(torch::Tensor x, torch::Tensor w, torch::Tensor b,
+                   torch::Tensor gamma, torch::Tensor beta, int64_t groups, double eps,
+                   double slope) {
   kb62_check(x, "x");
   kb62_check(w, "weight");
   kb62_check(b, "bias");
@@ -227,7 +227,10 @@ torch::Tensor gemm_groupnorm_leaky_forward(torch::Tensor x, torch::Tensor w, tor
 }
 """
 
-_CPP_SRC = "torch::Tensor gemm_groupnorm_leaky_forward(torch::Tensor x, torch::Tensor w, torch::Tensor b, torch::Tensor gamma, torch::Tensor beta, int64_t groups, double eps, double slope);"
+_CPP_SRC = (
+    "torch::Tensor gemm_groupnorm_leaky_forward(torch::Tensor x, torch::Tensor w, torch::Tensor b, "
+    "torch::Tensor gamma, torch::Tensor beta, int64_t groups, double eps, double slope);"
+)
 
 _ext = load_inline(
     name="evo_gpu_cand_kb_level2_62",

@@ -15,8 +15,8 @@ _CUDA_SRC = r"""
 #include <cstdint>
 
 // relu(acc + bias[col])
-__device__ __forceinline__ float kb76_epilogue(float acc, int64_t col, const float* bias, float p0,
-                                              float p1) {
+__device__ __forceinline__ float kb76_epilogue(float acc, int64_t col, const float* bias,
+                                              float p0, float p1) {
   const float v = acc + bias[col];
   return v > 0.0f ? v : 0.0f;
 }
@@ -162,7 +162,8 @@ static void kb76_check(const torch::Tensor& t, const char* what) {
 }
 
 // out = epilogue(x @ w^T): x (M, K), w (N, K), bias (N) or empty.
-torch::Tensor gemm_add_relu_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, double p0, double p1) {
+torch::Tensor gemm_add_relu_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias,
+                   double p0, double p1) {
   kb76_check(x, "x");
   kb76_check(w, "weight");
   TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "x and weight must be 2-D");
@@ -184,7 +185,10 @@ torch::Tensor gemm_add_relu_forward(torch::Tensor x, torch::Tensor w, torch::Ten
 }
 """
 
-_CPP_SRC = "torch::Tensor gemm_add_relu_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, double p0, double p1);"
+_CPP_SRC = (
+    "torch::Tensor gemm_add_relu_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, "
+    "double p0, double p1);"
+)
 
 _ext = load_inline(
     name="evo_gpu_cand_kb_level2_76",
