@@ -9,12 +9,16 @@ never unpickles anything a child sends.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import multiprocessing as mp
 import os
+import re
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -88,6 +92,16 @@ def _blank_main():
         sys.modules["__main__"] = main
 
 
+def _shared_memory_dir() -> str | None:
+    """A private folder in /dev/shm for one child's output frames, where it has room."""
+    try:
+        if shutil.disk_usage("/dev/shm").free < (4 << 30):
+            return None
+        return tempfile.mkdtemp(prefix="evo-frames-", dir="/dev/shm")
+    except OSError:
+        return None
+
+
 class ChildFailed(Exception):
     """The child stopped answering: `kind` is timeout, died or memory; `reason` is one line."""
 
@@ -109,6 +123,8 @@ class Child:
 
     def __init__(self, job: Job, memory_limit_bytes: int):
         ctx = context(job.device)
+        self.shm_dir = _shared_memory_dir()
+        job = dataclasses.replace(job, shm_dir=self.shm_dir or "")
         self.conn, child_conn = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(target=child_main, args=(child_conn, job), daemon=True)
         with _blank_main():
@@ -167,7 +183,9 @@ class Child:
         if numel < 0 or nbytes > MAX_FRAME:
             raise ChildFailed("died", "an output frame is larger than the judge accepts")
         buf = torch.empty(nbytes, dtype=torch.uint8)
-        if nbytes:
+        if nbytes and "file" in meta:
+            self._read_file(str(meta["file"]), buf)
+        elif nbytes:
             try:
                 got = self.conn.recv_bytes_into(memoryview(buf.numpy()))
             except mp.BufferTooShort:
@@ -175,6 +193,27 @@ class Child:
             if got != nbytes:
                 raise ChildFailed("died", "an output frame does not match its declared shape")
         return buf.view(dtype).reshape(shape)
+
+    def _read_file(self, name: str, buf: torch.Tensor) -> None:
+        """Copy a frame file into the judge's own memory, then delete it."""
+        if not self.shm_dir or not re.fullmatch(r"\d+\.bin", name):
+            raise ChildFailed("died", "an output frame names a file outside its folder")
+        path = os.path.join(self.shm_dir, name)
+        try:
+            with open(path, "rb", buffering=0) as f:
+                if os.fstat(f.fileno()).st_size != buf.numel():
+                    raise ChildFailed("died", "an output frame does not match its declared shape")
+                view, got = memoryview(buf.numpy()), 0
+                while got < buf.numel():
+                    n = f.readinto(view[got:])
+                    if not n:
+                        break
+                    got += n
+            os.unlink(path)
+        except OSError as e:
+            raise ChildFailed("died", f"an output frame could not be read: {e}") from None
+        if got != buf.numel():
+            raise ChildFailed("died", "an output frame does not match its declared shape")
 
     def _rss(self) -> int:
         if self._ps is None:
@@ -206,3 +245,5 @@ class Child:
                 self.proc.kill()
         self.proc.join(timeout=5)
         self.conn.close()
+        if self.shm_dir:
+            shutil.rmtree(self.shm_dir, ignore_errors=True)
