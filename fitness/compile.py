@@ -64,8 +64,9 @@ def prebuild(
     )
     child = Child(job, 16 << 30)
     try:
-        child.recv("build", timeout)  # hello
         msg = child.recv("build", timeout)
+        if msg.kind == "hello":
+            msg = child.recv("build", timeout)
         if msg.kind == "built":
             return BuildResult(True, time.monotonic() - t0)
         return BuildResult(

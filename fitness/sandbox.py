@@ -325,7 +325,7 @@ def child_main(conn, job: Job) -> None:
     phase = "setup"
     try:
         _sandbox_process(job)
-        facts = device_facts(job.device)
+        facts = device_facts("cpu" if job.role == "build" else job.device)
         send(conn, "hello", pid=os.getpid(), facts=facts)
         if job.role == "reference":
             _reference(conn, job)
