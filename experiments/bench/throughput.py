@@ -2,7 +2,9 @@
 
 Each candidate runs the full protocol (reference, correctness rounds, JIT compile, 100 timed
 samples, re-checks) in fresh processes. Baselines are left out: a run times them once per
-workload and then reads them from the cache. Usage: python -m experiments.bench.throughput [--n 36] [--out F]
+workload and then reads them from the cache.
+
+Usage: python -m experiments.bench.throughput [--n 36] [--out F]
 """
 
 from __future__ import annotations
