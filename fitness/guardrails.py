@@ -128,7 +128,7 @@ def check(
         tree = ast.parse(source)
     except SyntaxError as e:
         return GuardrailVerdict(False, f"syntax error at line {e.lineno}: {e.msg}", ("syntax",))
-    code = strip_comments(source)
+    code = _without_docstrings(strip_comments(source), tree)
     found: list[str] = []
     be = get_backend(backend)
     for pattern, what in be.required:
@@ -154,6 +154,28 @@ def check(
     if found:
         return GuardrailVerdict(False, found[0], tuple(found))
     return GuardrailVerdict(True)
+
+
+def _without_docstrings(code: str, tree: ast.AST) -> str:
+    """Blank the docstrings (prose) so patterns look only at code and code-bearing strings."""
+    lines = code.splitlines(keepends=True)
+    nodes = [tree] + [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+    ]
+    for n in nodes:
+        body = getattr(n, "body", [])
+        first = body[0] if body else None
+        if (
+            isinstance(first, ast.Expr)
+            and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)
+            and first.end_lineno is not None
+        ):
+            for i in range(first.lineno - 1, min(first.end_lineno, len(lines))):
+                lines[i] = "\n"
+    return "".join(lines)
 
 
 def _line_of(text: str, offset: int) -> int:
@@ -239,6 +261,10 @@ class _AstGuard(ast.NodeVisitor):
                 self.torch_aliases.add(local)
             if a.name in BANNED_NAMES and mod not in ("triton", "triton.language"):
                 self._flag(node, f"import of {a.name!r} ({BANNED_NAMES[a.name]})")
+            if a.name in BANNED_MODULES:  # a re-export: `from torch.cuda.graphs import gc`
+                self._flag(node, f"import of banned module {a.name!r} from {mod!r}")
+            if mod.split(".")[0] == "os" and a.name not in ("environ", "getenv"):
+                self._flag(node, f"import of os.{a.name} (OS access)")
 
     def _check_module(self, node, name: str) -> None:
         parts = name.split(".")
@@ -282,14 +308,21 @@ class _AstGuard(ast.NodeVisitor):
             self._flag(node, f"access to {attr!r} (introspection)")
         if attr in ("Stream", "stream", "ExternalStream", "set_stream", "CUDAGraph", "graph"):
             self._flag(node, f"use of CUDA streams or graphs ({attr!r})")
-        root = _root_name(node)
-        if root == "os" and attr not in ("environ", "get", "getenv", "path"):
+        on_os = isinstance(node.value, ast.Name) and node.value.id == "os"
+        if on_os and attr not in ("environ", "getenv"):
             self._flag(node, f"use of os.{attr} (OS access)")
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for t in node.targets:
             self._check_patch(t)
+        value = node.value
+        if isinstance(value, ast.Name) and (
+            value.id in self.module_aliases or value.id in self.torch_aliases
+        ):  # `_t = torch`: the alias is a module too
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    self.module_aliases[t.id] = self.module_aliases.get(value.id, value.id)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:

@@ -23,6 +23,8 @@ from pathlib import Path
 import torch
 import triton  # noqa: F401  (preloaded by the fork server so a child starts warm)
 
+# Bound before any candidate is imported: a candidate that patches torch.equal cannot reach it.
+_EQUAL = torch.equal
 # Exceptions whose type name says the kernel did not build.
 COMPILE_ERROR_TYPES = ("CompilationError", "CompileTimeAssertionFailure", "BuildError")
 # Environment variables a candidate keeps; everything else is dropped (secrets included).
@@ -103,7 +105,9 @@ def send(conn, kind: str, tensors=(), **fields) -> None:
 
 def flatten_outputs(out) -> tuple[list[torch.Tensor], str]:
     """The model's output as a list of tensors, and a problem description ('' if none)."""
-    items = list(out) if isinstance(out, (tuple, list)) else [out]
+    if isinstance(out, (tuple, list)) and type(out) not in (tuple, list):
+        return [], f"output container is {type(out).__qualname__}, not a plain tuple or list"
+    items = list(out) if type(out) in (tuple, list) else [out]
     tensors = []
     for x in items:
         if type(x) is not torch.Tensor:  # exact type: subclasses can defer work
@@ -479,7 +483,7 @@ class _CandidateState:
             outs, problem = flatten_outputs(out)
             changed = [
                 k for k, (a, b) in enumerate(zip(inputs, self._inputs(i)))
-                if isinstance(a, torch.Tensor) and not torch.equal(a, b)
+                if isinstance(a, torch.Tensor) and not _EQUAL(a, b)
             ]  # fmt: skip
             send(conn, "output", index=i, problem=problem, inputs_changed=changed, tensors=outs)
             del out, outs, inputs
