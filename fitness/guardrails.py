@@ -34,7 +34,8 @@ COMPUTE_METHODS = frozenset(
 BANNED_MODULES = frozenset(
     """threading _thread multiprocessing subprocess concurrent asyncio inspect gc ctypes cffi
     socket urllib http requests httpx pickle marshal shelve shutil tempfile pathlib io signal
-    sys builtins importlib time resource mmap faulthandler traceback weakref pty fcntl""".split()
+    sys builtins importlib time resource mmap faulthandler traceback weakref pty fcntl
+    fitness evo operators""".split()
 )
 # Dunder attributes a kernel never needs; they are the doors to frames, globals and builtins.
 ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__doc__", "__version__"})
@@ -316,13 +317,12 @@ class _AstGuard(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for t in node.targets:
             self._check_patch(t)
-        value = node.value
-        if isinstance(value, ast.Name) and (
-            value.id in self.module_aliases or value.id in self.torch_aliases
-        ):  # `_t = torch`: the alias is a module too
+        root = _root_name(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
+        if root in self.module_aliases or root in self.torch_aliases:
+            # `_t = torch`, `_c = sandbox.Clock`: the alias stands for a module's object
             for t in node.targets:
                 if isinstance(t, ast.Name):
-                    self.module_aliases[t.id] = self.module_aliases.get(value.id, value.id)
+                    self.module_aliases[t.id] = self.module_aliases.get(root, root)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -347,8 +347,12 @@ class _AstGuard(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         f = node.func
         if isinstance(f, ast.Name) and f.id == "getattr" and len(node.args) >= 2:
-            if not isinstance(node.args[1], ast.Constant):
+            name = node.args[1]
+            if not isinstance(name, ast.Constant):
                 self._flag(node, "getattr with a computed name (obfuscation)")
+            elif _root_name(node.args[0]) in self.torch_aliases and not self.in_init:
+                if name.value not in ALLOWED_TORCH_CALLS and not self.config.allow_torch_ops:
+                    self._flag(node, f"getattr of torch's {name.value!r} (falls back to PyTorch)")
         if _is_env_read(f):
             key = node.args[0] if node.args else None
             if not (isinstance(key, ast.Constant) and key.value in ENV_ALLOWED_KEYS):
