@@ -9,10 +9,11 @@ import time
 from pathlib import Path
 
 from fitness.cache import JsonCache, default_cache_dir, digest
+from fitness.inputs import Round
 from fitness.precision import Precision
 from fitness.processes import Child, ChildFailed
 from fitness.results import PROTOCOL_VERSION, EvalResult
-from fitness.sandbox import Job, Round
+from fitness.sandbox import Job
 from fitness.workloads import Workload
 
 # Baselines given the policy's freedom, next to the fp32 ones (EVALUATION.md, Precision).

@@ -21,11 +21,12 @@ from pathlib import Path
 import torch
 
 from fitness.guardrails import GuardrailConfig, check, defines_model_new, strip_comments
+from fitness.inputs import Round
 from fitness.precision import Precision, tolerance
 from fitness.processes import Child, ChildFailed, Message
 from fitness.results import EvalResult, Status
 from fitness.roofline import sol_ms
-from fitness.sandbox import Job, Round
+from fitness.sandbox import Job
 from fitness.workloads import Workload
 
 DISTRIBUTIONS = ("workload", "normal", "workload", "heavy", "workload")

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 import resource
 import sys
-import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import triton  # noqa: F401  (preloaded by the fork server so a child starts warm)
+
+from fitness.inputs import Round, build_model, make_inputs
+from fitness.timing import Clock, alias, noop
 
 # Bound before any candidate is imported: a candidate that patches torch.equal cannot reach it.
 _EQUAL = torch.equal
@@ -43,15 +44,6 @@ ATEN_COMPUTE = frozenset(
     cumsum addcmul where clamp pow sqrt rsqrt erf einsum scaled_dot_product_attention
     _scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention""".split()
 )
-
-
-@dataclass
-class Round:
-    """One call of the model on one set of inputs: seed, distribution, shape (None = main)."""
-
-    seed: int
-    dist: str = "workload"
-    shape: int | None = None
 
 
 @dataclass
@@ -210,117 +202,6 @@ def load_workload_module(job: Job, shape: int | None):
     return import_workload_module(Path(job.workload_path), overrides)
 
 
-def make_inputs(mod, rnd: Round, device: str) -> list:
-    """The workload's inputs for a seed, redrawn from `rnd.dist`; the same in any process.
-
-    Factories run on the target device (fast for KernelBench-size tensors) and are seeded,
-    so the reference and the candidate child draw identical values without exchanging them.
-    """
-    torch.manual_seed(rnd.seed)
-    with torch.device(device):
-        raw = mod.get_inputs()
-        g = torch.Generator(device=device).manual_seed(rnd.seed % (2**62) + 7)
-        out = []
-        for x in raw:
-            if isinstance(x, torch.Tensor):
-                x = x.to(device)
-                if x.is_floating_point() and rnd.dist != "workload":
-                    x = _redraw(x, rnd.dist, g)
-            out.append(x)
-    return out
-
-
-def _redraw(x: torch.Tensor, dist: str, g: torch.Generator) -> torch.Tensor:
-    """New values at the workload's own scale (times 0.5-2), so honest rounding stays in range."""
-    nonneg = bool((x >= 0).all()) if x.numel() else False
-    dev = x.device
-    base = float(x.float().std()) if x.numel() > 1 else 1.0
-    base = base if math.isfinite(base) and base > 0 else 1.0
-    scale = base * math.exp(torch.empty((), device=dev).uniform_(-0.7, 0.7, generator=g).item())
-    y = torch.randn(x.shape, generator=g, device=dev)
-    if dist == "heavy":  # a Gaussian scale mixture: Student-t-like tails
-        y *= torch.exp(0.5 * torch.randn(x.shape, generator=g, device=dev))
-    elif dist != "normal":
-        raise ValueError(f"unknown input distribution {dist!r}")
-    y *= scale
-    return (y.abs() if nonneg else y).to(x.dtype)
-
-
-def build_model(mod, cls, device: str, seed: int = 42, state_dict=None) -> torch.nn.Module:
-    """KernelBench's convention: same seed before construction; same weights where names match."""
-    init = mod.get_init_inputs()
-    torch.manual_seed(seed)
-    if device == "cuda":
-        torch.cuda.manual_seed(seed)
-    model = cls(*init)
-    if state_dict is not None:
-        own = model.state_dict()
-        if own.keys() == state_dict.keys() and all(
-            own[k].shape == state_dict[k].shape for k in own
-        ):
-            model.load_state_dict(state_dict)
-    return model.to(device)
-
-
-# ---------------------------------------------------------------- timing
-
-
-SPIN_CYCLES = 300_000  # about 0.15-0.2 ms of GPU time
-
-
-class Clock:
-    """One call, timed the same way in every phase: L2 flush, then CUDA events.
-
-    The sample is from a start event to an end event recorded on the stream right after the
-    call returns. A device-wide sync follows, then a second end event: the gap between the two
-    ends is work that outlived the stream (side streams, deferred work); the judge compares it
-    with the gap of the calibration loop.
-    """
-
-    def __init__(self, device: str, l2_bytes: int):
-        self.cuda = device == "cuda"
-        if self.cuda:
-            self.flush_buf = torch.empty(
-                max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device="cuda"
-            )
-            self.start = torch.cuda.Event(enable_timing=True)
-            self.end = torch.cuda.Event(enable_timing=True)
-            self.after = torch.cuda.Event(enable_timing=True)
-        self._sync = torch.cuda.synchronize
-        self._spin = torch.cuda._sleep
-        self._now = time.perf_counter
-
-    def call(self, fn, args) -> tuple[object, float, float]:
-        """(output, sample ms, ms between the stream's end and the device-wide end)."""
-        if self.cuda:
-            # A short spin first lets the host enqueue the call before the start event runs,
-            # so host-side launch overhead is not counted (as in a pipelined do_bench loop).
-            self._spin(SPIN_CYCLES)
-            self.flush_buf.zero_()
-            self.start.record()
-            out = fn(*args)
-            self.end.record()
-            self._sync()
-            self.after.record()
-            self.after.synchronize()
-            return out, self.start.elapsed_time(self.end), self.end.elapsed_time(self.after)
-        t0 = self._now()
-        out = fn(*args)
-        return out, (self._now() - t0) * 1e3, 0.0
-
-
-def _alias(x):
-    """A second tensor over x's storage with its own version counter (None for non-tensors)."""
-    if not isinstance(x, torch.Tensor):
-        return None
-    a = torch.empty(0, dtype=x.dtype, device=x.device)
-    return a.set_(x.untyped_storage(), x.storage_offset(), x.size(), x.stride())
-
-
-def _noop(*args):
-    return None
-
-
 # ---------------------------------------------------------------- the two roles
 
 
@@ -442,7 +323,7 @@ class _CandidateState:
             make_inputs(main, Round(seed=job.rounds[0].seed + 1000 + k), job.device)
             for k in range(job.n_timing_sets)
         ]
-        self.aliases = [[_alias(x) for x in args] for args in self.timing_sets]
+        self.aliases = [[alias(x) for x in args] for args in self.timing_sets]
         self._poison()
         self._install_launch_counter()
         send(conn, "ready")
@@ -450,7 +331,7 @@ class _CandidateState:
     def op_calibrate(self, conn, cmd) -> None:
         """The timing loop around a no-op; the judge's wall clock over it is the overhead."""
         sets = self.timing_sets
-        calls = [self.clock.call(_noop, sets[i % len(sets)]) for i in range(cmd["n"])]
+        calls = [self.clock.call(noop, sets[i % len(sets)]) for i in range(cmd["n"])]
         send(conn, "calibrated", samples=[c[1] for c in calls], tails=[c[2] for c in calls])
 
     # -- the candidate (or baseline) enters the process here

@@ -1,0 +1,62 @@
+"""The timed call: one protocol for warm-up, correctness, timing and baselines alike."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+SPIN_CYCLES = 300_000  # about 0.15-0.2 ms of GPU time
+
+
+class Clock:
+    """One call, timed the same way in every phase: L2 flush, then CUDA events.
+
+    The sample is from a start event to an end event recorded on the stream right after the
+    call returns. A device-wide sync follows, then a second end event: the gap between the two
+    ends is work that outlived the stream (side streams, deferred work); the judge compares it
+    with the gap of the calibration loop.
+    """
+
+    def __init__(self, device: str, l2_bytes: int):
+        self.cuda = device == "cuda"
+        if self.cuda:
+            self.flush_buf = torch.empty(
+                max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device="cuda"
+            )
+            self.start = torch.cuda.Event(enable_timing=True)
+            self.end = torch.cuda.Event(enable_timing=True)
+            self.after = torch.cuda.Event(enable_timing=True)
+        self._sync = torch.cuda.synchronize
+        self._spin = torch.cuda._sleep
+        self._now = time.perf_counter
+
+    def call(self, fn, args) -> tuple[object, float, float]:
+        """(output, sample ms, ms between the stream's end and the device-wide end)."""
+        if self.cuda:
+            # A short spin first lets the host enqueue the call before the start event runs,
+            # so host-side launch overhead is not counted (as in a pipelined do_bench loop).
+            self._spin(SPIN_CYCLES)
+            self.flush_buf.zero_()
+            self.start.record()
+            out = fn(*args)
+            self.end.record()
+            self._sync()
+            self.after.record()
+            self.after.synchronize()
+            return out, self.start.elapsed_time(self.end), self.end.elapsed_time(self.after)
+        t0 = self._now()
+        out = fn(*args)
+        return out, (self._now() - t0) * 1e3, 0.0
+
+
+def alias(x):
+    """A second tensor over x's storage with its own version counter (None for non-tensors)."""
+    if not isinstance(x, torch.Tensor):
+        return None
+    a = torch.empty(0, dtype=x.dtype, device=x.device)
+    return a.set_(x.untyped_storage(), x.storage_offset(), x.size(), x.stride())
+
+
+def noop(*args):
+    return None
