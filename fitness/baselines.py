@@ -40,8 +40,9 @@ def time_baseline(workload: Workload, mode: str, opts) -> dict:
         overrides=dict(workload.overrides),
         shapes=[dict(s) for s in workload.shapes],
         device=opts.device,
-        rounds=[Round(seed=int(time.time_ns() % 2**31))],
+        rounds=[Round(seed=0)],
         rechecks=[],
+        timing_seed=int(time.time_ns() % 2**31),
         tmpdir=str(tmp),
         model=mode,
     )
@@ -52,9 +53,9 @@ def time_baseline(workload: Workload, mode: str, opts) -> dict:
         _expect(child, "ready", opts.timeout)
         child.send("load")
         _expect(child, "loaded", max(opts.timeout, opts.build_timeout))
-        child.send("correct", warmup=opts.warmup + (3 if mode == "compile" else 0), rounds=[])
-        _expect(child, "trace", max(opts.timeout, opts.build_timeout))
-        child.send("prepare")
+        child.send("warmup", n=opts.warmup + (3 if mode == "compile" else 0))
+        _expect(child, "warmed", max(opts.timeout, opts.build_timeout))
+        child.send("prepare", seeds=[])
         _expect(child, "prepared", opts.timeout)
         child.send("time", n=opts.samples, recheck_at=[])
         samples = _expect(child, "timed", opts.timeout).fields["samples"]

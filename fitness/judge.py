@@ -235,6 +235,7 @@ class _Protocol:
         self.rechecks = [
             Round(seed(), "normal" if k % 2 else "workload") for k in range(opts.rechecks)
         ]
+        self.timing_seed = seed()
         self.recheck_at = sorted(
             rng.sample(range(1, opts.samples), min(opts.rechecks, opts.samples - 1))
         )
@@ -253,14 +254,17 @@ class _Protocol:
         env = {}
         if self.opts.extension_dir and self.opts.backend == "cuda":
             env["TORCH_EXTENSIONS_DIR"] = str(Path(self.opts.extension_dir) / self.res.source_hash)
+        # The candidate's child learns each seed only when that round runs (see op_round).
+        hide = (lambda rs: [replace(r, seed=0) for r in rs]) if role == "candidate" else list
         return Job(
             role=role,
             workload_path=str(self.workload.path),
             overrides=dict(self.workload.overrides),
             shapes=[dict(s) for s in self.workload.shapes],
             device=self.opts.device,
-            rounds=self.rounds,
-            rechecks=self.rechecks,
+            rounds=hide(self.rounds),
+            rechecks=hide(self.rechecks),
+            timing_seed=self.timing_seed,
             tmpdir=str(tmp),
             candidate_path=str(tmp / "candidate.py"),
             model=model,
@@ -372,9 +376,11 @@ class _Protocol:
             raise _Verdict(Status.MISMATCH, f"{what}: {reason}", "judge")
 
     def _correctness(self, cand: Child, keep: list[int], refs) -> None:
-        cand.send("correct", warmup=self.opts.warmup, rounds=keep)
+        cand.send("warmup", n=self.opts.warmup)
+        self._expect(cand, "warmed", "correct")
         self.res.metrics["rounds"] = len(keep)
         for i in keep:
+            cand.send("round", index=i, seed=self.rounds[i].seed)
             msg = self._expect(cand, "output", "correct")
             if msg.fields.get("index") != i:
                 raise _Verdict(
@@ -386,6 +392,7 @@ class _Protocol:
             self._check_output(msg, refs[i][1], what)
             if msg.fields.get("inputs_changed"):
                 raise _Verdict(Status.MISMATCH, f"{what}: the call modified its inputs", "runtime")
+        cand.send("trace")
         trace = self._expect(cand, "trace", "correct").fields
         if self.opts.check_trace:
             self._check_trace(trace)
@@ -411,7 +418,7 @@ class _Protocol:
     def _timing(self, cand: Child, refs, w0: float, ref_info: dict) -> None:
         n = self.opts.samples
         at = [(it, k) for k, it in enumerate(self.recheck_at)]
-        cand.send("prepare")
+        cand.send("prepare", seeds=[r.seed for r in self.rechecks])
         self._expect(cand, "prepared", "time")
         t = time.perf_counter()
         cand.send("time", n=n, recheck_at=at)

@@ -9,6 +9,7 @@ verdict; everything it sends is plain JSON and raw bytes that the judge checks.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -56,6 +57,7 @@ class Job:
     rounds: list[Round]
     rechecks: list[Round]  # fresh inputs swapped in during timing (main shape)
     tmpdir: str
+    timing_seed: int = 0  # the rotating timing inputs (a candidate gets rounds without seeds)
     candidate_path: str = ""  # role candidate: the file to import
     model: str = "candidate"  # candidate | eager | compile | eager_tf32 | eager_bf16 | eager_fp16
     n_timing_sets: int = 2
@@ -320,7 +322,7 @@ class _CandidateState:
             del ref
         main = self.mods[None]
         self.timing_sets = [
-            make_inputs(main, Round(seed=job.rounds[0].seed + 1000 + k), job.device)
+            make_inputs(main, Round(seed=job.timing_seed + k), job.device)
             for k in range(job.n_timing_sets)
         ]
         self.aliases = [[alias(x) for x in args] for args in self.timing_sets]
@@ -348,31 +350,48 @@ class _CandidateState:
             mod.Model = None  # the reference stays out of the candidate's reach
         send(conn, "loaded")
 
-    def op_correct(self, conn, cmd) -> None:
-        """Warm-up and correctness rounds: identical calls; outputs and input checks go back."""
+    def op_warmup(self, conn, cmd) -> None:
+        """Warm-up calls on the timing inputs; the first runs under the launch trace."""
         model, sets = self.models[None], self.timing_sets
-        for k in range(cmd["warmup"]):
+        for k in range(cmd["n"]):
             args = sets[k % len(sets)]
             if k == 0:
                 self._launch_trace(model, args)
             else:
                 self.clock.call(model, args)
-        for i in cmd["rounds"]:
-            inputs = self._inputs(i)
-            with torch.no_grad():
-                out = self.clock.call(self.models[self.job.rounds[i].shape], inputs)[0]
-            outs, problem = flatten_outputs(out)
-            changed = [
-                k for k, (a, b) in enumerate(zip(inputs, self._inputs(i)))
-                if isinstance(a, torch.Tensor) and not _EQUAL(a, b)
-            ]  # fmt: skip
-            send(conn, "output", index=i, problem=problem, inputs_changed=changed, tensors=outs)
-            del out, outs, inputs
+        send(conn, "warmed")
+
+    def op_round(self, conn, cmd) -> None:
+        """One correctness round. Its seed arrives only now, so no later round can be foreseen."""
+        rnd = dataclasses.replace(self.job.rounds[cmd["index"]], seed=cmd["seed"])
+        mod = self.mods[rnd.shape]
+        inputs = make_inputs(mod, rnd, self.job.device)
+        with torch.no_grad():
+            out = self.clock.call(self.models[rnd.shape], inputs)[0]
+        outs, problem = flatten_outputs(out)
+        changed = [
+            k for k, (a, b) in enumerate(zip(inputs, make_inputs(mod, rnd, self.job.device)))
+            if isinstance(a, torch.Tensor) and not _EQUAL(a, b)
+        ]  # fmt: skip
+        send(
+            conn,
+            "output",
+            index=cmd["index"],
+            problem=problem,
+            inputs_changed=changed,
+            tensors=outs,
+        )
+
+    def op_trace(self, conn, cmd) -> None:
         send(conn, "trace", launches=self.launches, **self.trace)
 
     def op_prepare(self, conn, cmd) -> None:
         """Draw the re-check inputs before the judge starts its clock on the timed loop."""
-        self.fresh = [make_inputs(self.mods[None], r, self.job.device) for r in self.job.rechecks]
+        main = self.mods[None]
+        self.fresh = [
+            make_inputs(main, dataclasses.replace(r, seed=seed), self.job.device)
+            for r, seed in zip(self.job.rechecks, cmd["seeds"])
+        ]
         if self.clock.cuda:
             torch.cuda.synchronize()
         send(conn, "prepared")
@@ -403,10 +422,6 @@ class _CandidateState:
         send(conn, "done")
 
     # -- helpers
-    def _inputs(self, i: int) -> list:
-        rnd = self.job.rounds[i]
-        return make_inputs(self.mods[rnd.shape], rnd, self.job.device)
-
     def _launch_trace(self, model, args) -> None:
         """One warm-up call under the profiler: which kernels and aten ops really ran."""
         from torch.profiler import ProfilerActivity, profile
