@@ -309,6 +309,8 @@ class _CandidateState:
         self.weights = {}
         self.models = {}
         self.launches: dict[str, int] = {}
+        self.kernels: set[str] = set()
+        self.aten_ops: set[str] = set()
 
     # -- before the candidate is imported: inputs, weights, calibration
     def op_setup(self, conn, cmd) -> None:
@@ -356,7 +358,7 @@ class _CandidateState:
         for k in range(cmd["n"]):
             args = sets[k % len(sets)]
             if k == 0:
-                self._launch_trace(model, args)
+                self._traced_call(model, args)
             else:
                 self.clock.call(model, args)
         send(conn, "warmed")
@@ -366,8 +368,7 @@ class _CandidateState:
         rnd = dataclasses.replace(self.job.rounds[cmd["index"]], seed=cmd["seed"])
         mod = self.mods[rnd.shape]
         inputs = make_inputs(mod, rnd, self.job.device)
-        with torch.no_grad():
-            out = self.clock.call(self.models[rnd.shape], inputs)[0]
+        out = self._traced_call(self.models[rnd.shape], inputs)
         outs, problem = flatten_outputs(out)
         changed = [
             k for k, (a, b) in enumerate(zip(inputs, make_inputs(mod, rnd, self.job.device)))
@@ -383,7 +384,15 @@ class _CandidateState:
         )
 
     def op_trace(self, conn, cmd) -> None:
-        send(conn, "trace", launches=self.launches, **self.trace)
+        """Every traced call so far (the first warm-up call and each correctness round)."""
+        aten = sorted(self.aten_ops & ATEN_COMPUTE) if self.job.model == "candidate" else []
+        send(
+            conn,
+            "trace",
+            launches=self.launches,
+            kernels=sorted(self.kernels)[:200],
+            aten_compute=aten,
+        )
 
     def op_prepare(self, conn, cmd) -> None:
         """Draw the re-check inputs before the judge starts its clock on the timed loop."""
@@ -422,24 +431,20 @@ class _CandidateState:
         send(conn, "done")
 
     # -- helpers
-    def _launch_trace(self, model, args) -> None:
-        """One warm-up call under the profiler: which kernels and aten ops really ran."""
+    def _traced_call(self, model, args):
+        """A call under the profiler; the kernels and aten ops that ran join the launch trace."""
         from torch.profiler import ProfilerActivity, profile
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.clock.cuda else [])
         with profile(activities=acts) as prof, torch.no_grad():
-            self.clock.call(model, args)
-        kernels, aten = set(), set()
+            out = self.clock.call(model, args)[0]
         for ev in prof.events():
             name = ev.name
             if name.startswith("aten::"):
-                aten.add(name[6:])
+                self.aten_ops.add(name[6:])
             elif getattr(ev, "device_type", None) is not None and "CUDA" in str(ev.device_type):
-                kernels.add(name)
-        self.trace = {
-            "kernels": sorted(kernels)[:200],
-            "aten_compute": sorted(aten & ATEN_COMPUTE) if self.job.model == "candidate" else [],
-        }
+                self.kernels.add(name)
+        return out
 
     def _model_class(self):
         job = self.job
