@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import shutil
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
 from fitness.cache import JsonCache, default_cache_dir, digest
 from fitness.inputs import Round
+from fitness.lockstep import TimingRefused, run_ticks
 from fitness.precision import Precision
 from fitness.processes import Child, ChildFailed
 from fitness.results import PROTOCOL_VERSION, EvalResult
@@ -57,14 +57,11 @@ def time_baseline(workload: Workload, mode: str, opts) -> dict:
         _expect(child, "warmed", max(opts.timeout, opts.build_timeout))
         child.send("prepare", seeds=[])
         _expect(child, "prepared", opts.timeout)
-        child.send("time", n=opts.samples, recheck_at=[])
-        samples = _expect(child, "timed", opts.timeout).fields["samples"]
-        _expect(child, "done", opts.timeout)
+        ticks = run_ticks(child, opts.samples, lambda c, kind, _: _expect(c, kind, opts.timeout))
     finally:
         child.kill()
         shutil.rmtree(tmp, ignore_errors=True)
-    q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
-    return {"ms": statistics.median(samples), "iqr_ms": q[2] - q[0], "mode": mode}
+    return {"ms": ticks.median, "iqr_ms": ticks.iqr, "mode": mode}
 
 
 def _expect(child: Child, kind: str, timeout: float):
@@ -81,9 +78,9 @@ def cached_baseline(workload: Workload, mode: str, opts, res: EvalResult) -> flo
     if hit is None:
         try:
             hit = time_baseline(workload, mode, opts)
-        except ChildFailed as e:
+        except (ChildFailed, TimingRefused) as e:
             res.metrics[f"baseline_{mode}_error"] = 1.0
-            res.log += f"\nbaseline {mode} failed: {e.reason}"
+            res.log += f"\nbaseline {mode} failed: {e}"
             return None
         cache.put(key, hit)
     return hit["ms"]

@@ -13,7 +13,6 @@ import random
 import re
 import secrets
 import shutil
-import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -23,6 +22,7 @@ import torch
 
 from fitness.guardrails import GuardrailConfig, check, defines_model_new, strip_comments
 from fitness.inputs import Round
+from fitness.lockstep import Ticks, TimingRefused, check_ticks, run_ticks
 from fitness.precision import Precision, tolerance
 from fitness.processes import Child, ChildFailed, Message
 from fitness.results import EvalResult, Status
@@ -290,15 +290,17 @@ class _Protocol:
             ref.kill()
             self._expect(cand, "ready", "setup")
             keep = [i for i, r in enumerate(self.rounds) if refs[i][0] or r.dist == "workload"]
-            w0 = self._calibrate(cand) if opts.timing else None
+            calib = self._calibrate(cand) if opts.timing else None
             cand.send("load")
             self._expect(cand, "loaded", "load", timeout=max(opts.timeout, opts.build_timeout))
             self._correctness(cand, keep, refs)
             if opts.timing:
-                self._timing(cand, refs, w0, ref_info)
+                self._timing(cand, refs, calib)
         except ChildFailed as e:
             status = Status.TIMEOUT if e.kind == "timeout" else Status.RUNTIME_ERROR
             raise _Verdict(status, e.reason, "runtime") from None
+        except TimingRefused as e:
+            raise _Verdict(Status.REJECTED, str(e), "judge") from None
         finally:
             for c in children:
                 c.kill()
@@ -348,13 +350,9 @@ class _Protocol:
                 info = {"flops": msg.fields["flops"], "min_bytes": msg.fields["min_bytes"]}
         return refs, info
 
-    def _calibrate(self, cand: Child) -> float:
-        """Wall ms of the timing loop around a no-op (before any candidate code is loaded)."""
-        t = time.perf_counter()
-        cand.send("calibrate", n=self.opts.samples)
-        msg = self._expect(cand, "calibrated", "calibrate")
-        self.tail0 = statistics.median(msg.fields.get("tails") or [0.0])
-        return (time.perf_counter() - t) * 1e3
+    def _calibrate(self, cand: Child) -> Ticks:
+        """The timed loop around a no-op, before any candidate code is loaded."""
+        return run_ticks(cand, self.opts.samples, self._expect, noop=True)
 
     def _tol(self, ref_tensors) -> tuple[float, float]:
         dtype = ref_tensors[0].dtype if ref_tensors else torch.float32
@@ -415,58 +413,22 @@ class _Protocol:
                 Status.REJECTED, "no kernel of the candidate's own ran (launch trace)", "runtime"
             )
 
-    def _timing(self, cand: Child, refs, w0: float, ref_info: dict) -> None:
-        n = self.opts.samples
-        at = [(it, k) for k, it in enumerate(self.recheck_at)]
+    def _timing(self, cand: Child, refs, calib: Ticks) -> None:
         cand.send("prepare", seeds=[r.seed for r in self.rechecks])
         self._expect(cand, "prepared", "time")
-        t = time.perf_counter()
-        cand.send("time", n=n, recheck_at=at)
-        msg = self._expect(cand, "timed", "time")
-        w1 = (time.perf_counter() - t) * 1e3
-        samples = msg.fields.get("samples")
-        for k in range(len(at)):
-            rm = self._expect(cand, "recheck", "time")
-            j = rm.fields.get("index")
-            if j != k:
-                raise _Verdict(
-                    Status.RUNTIME_ERROR, "recheck outputs arrived out of order", "judge"
-                )
-            self._check_output(rm, refs[len(self.rounds) + j][1], f"re-check {k + 1} during timing")
-        self._expect(cand, "done", "time")
-        if (
-            not isinstance(samples, list)
-            or len(samples) != n
-            or not all(isinstance(s, (int, float)) and s > 0 and s == s for s in samples)
-        ):
-            raise _Verdict(Status.REJECTED, "timer tampering: malformed timing samples", "judge")
-        median = statistics.median(samples)
-        tails = msg.fields.get("tails")
-        if not isinstance(tails, list) or len(tails) != n:
-            raise _Verdict(Status.REJECTED, "timer tampering: malformed timing samples", "judge")
-        tail = statistics.median(tails) - self.tail0
-        if tail > max(0.05, 0.1 * median):
-            raise _Verdict(
-                Status.REJECTED,
-                f"work outlives the call: {tail:.4g} ms per call ran after the stream's end "
-                f"(another stream, thread or deferred work) on top of {median:.4g} ms",
-                "judge",
+        at = {it: k for k, it in enumerate(self.recheck_at)}
+        ticks = run_ticks(cand, self.opts.samples, self._expect, recheck_at=at)
+        for k, msg in enumerate(ticks.rechecks):
+            if msg.fields.get("index") != k:
+                raise TimingRefused("re-check outputs arrived out of order")
+            self._check_output(
+                msg, refs[len(self.rounds) + k][1], f"re-check {k + 1} during timing"
             )
-        q = statistics.quantiles(samples, n=4) if n >= 2 else [median, median, median]
-        wall_per_call = max(w1 - w0, 0.0) / n
-        # On the interpreter, 3 samples on a shared CPU are noisy: only a gross gap counts there.
-        factor, slack = (0.8, 0.05) if self.opts.device == "cuda" else (0.25, 1.0)
-        if median < factor * wall_per_call - slack:
-            raise _Verdict(
-                Status.REJECTED,
-                f"timer tampering: reported median {median:.4g} ms, but the judge's wall clock "
-                f"shows {wall_per_call:.4g} ms per call",
-                "judge",
-            )
+        check_ticks(ticks, calib, self.opts.device == "cuda")
         self.res.metrics["rechecks"] = len(at)
-        self.res.runtime_ms = median
-        self.res.runtime_iqr_ms = q[2] - q[0]
-        self.res.metrics["wall_ms_per_call"] = round(wall_per_call, 6)
+        self.res.metrics["wall_ms_per_call"] = round(max(ticks.wall - calib.wall, 0.0), 6)
+        self.res.runtime_ms = ticks.median
+        self.res.runtime_iqr_ms = ticks.iqr
 
     def _record_device(self, facts: dict) -> None:
         self.res.device = facts.get("device", "")

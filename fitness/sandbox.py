@@ -25,6 +25,8 @@ import triton  # noqa: F401  (preloaded by the fork server so a child starts war
 from fitness.inputs import Round, build_model, make_inputs
 from fitness.timing import Clock, alias, noop
 
+# Alternating rescales of the timing inputs between timed calls (exact powers-of-two ratios).
+PERTURB = (1.0 + 2.0**-10, 1.0 / (1.0 + 2.0**-10))
 # Bound before any candidate is imported: a candidate that patches torch.equal cannot reach it.
 _EQUAL = torch.equal
 # Exceptions whose type name says the kernel did not build.
@@ -332,12 +334,6 @@ class _CandidateState:
         self._install_launch_counter()
         send(conn, "ready")
 
-    def op_calibrate(self, conn, cmd) -> None:
-        """The timing loop around a no-op; the judge's wall clock over it is the overhead."""
-        sets = self.timing_sets
-        calls = [self.clock.call(noop, sets[i % len(sets)]) for i in range(cmd["n"])]
-        send(conn, "calibrated", samples=[c[1] for c in calls], tails=[c[2] for c in calls])
-
     # -- the candidate (or baseline) enters the process here
     def op_load(self, conn, cmd) -> None:
         job = self.job
@@ -405,30 +401,33 @@ class _CandidateState:
             torch.cuda.synchronize()
         send(conn, "prepared")
 
-    def op_time(self, conn, cmd) -> None:
-        """The timed loop: fixed count, rotating inputs, fresh inputs swapped in at rechecks."""
-        n, at = cmd["n"], dict(cmd["recheck_at"])  # iteration -> recheck index
-        sets, model, times, tails = self.timing_sets, self.models[None], [], []
-        captured = []
-        for i in range(n):
-            args = sets[i % len(sets)]
-            j = at.get(i)
-            if j is not None:  # written through an alias: the inputs' version counters stay
-                for dst, src in zip(self.aliases[i % len(sets)], self.fresh[j]):
-                    if dst is not None:
-                        dst.copy_(src)
-            with torch.no_grad():
-                out, ms, tail = self.clock.call(model, args)
-            times.append(ms)
-            tails.append(tail)
+    def op_tick(self, conn, cmd) -> None:
+        """One timed call, when the judge says so: rotating inputs, fresh ones at a re-check.
+
+        The same tick with `noop` (before any candidate code is loaded) calibrates the loop.
+        """
+        i, j = cmd["i"], cmd.get("recheck")
+        sets = self.timing_sets
+        args = sets[i % len(sets)]
+        # Written through aliases, so the inputs' version counters stay: fresh inputs at a
+        # re-check, else every float input rescaled a little, so no two calls see the same
+        # values and a cache keyed by content (or pointer, or version) never hits.
+        scale = PERTURB[i % 2]
+        for k, dst in enumerate(self.aliases[i % len(sets)]):
+            if dst is None:
+                continue
             if j is not None:
-                outs, problem = flatten_outputs(out)
-                captured.append((j, problem, [t.detach().clone() for t in outs]))
-            del out
-        send(conn, "timed", samples=times, tails=tails)
-        for j, problem, outs in captured:
-            send(conn, "recheck", index=j, problem=problem, tensors=outs)
-        send(conn, "done")
+                dst.copy_(self.fresh[j][k])
+            elif dst.is_floating_point():
+                dst.mul_(scale)
+        fn = noop if cmd.get("noop") else self.models[None]
+        with torch.no_grad():
+            out, ms, tail = self.clock.call(fn, args)
+        if j is None:
+            send(conn, "tick", i=i, sample=ms, tail=tail)
+            return
+        outs, problem = flatten_outputs(out)
+        send(conn, "tick", i=i, sample=ms, tail=tail, index=j, problem=problem, tensors=outs)
 
     # -- helpers
     def _traced_call(self, model, args):

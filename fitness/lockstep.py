@@ -1,0 +1,103 @@
+"""The timed loop, driven call by call from the judge: its clock is the measurement of record.
+
+The judge sends one tick per call and times the round trip itself. A child can report a
+sample, but not one longer than the judge waited, and not a median far below the judge's own
+per-call time (the tick's wall time less the no-op calibration tick's). Replies sent ahead of
+their ticks arrive faster than any real call could run, and are refused.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fitness.processes import Child, Message
+
+
+@dataclass
+class Ticks:
+    samples: list[float] = field(default_factory=list)  # the child's event times, ms
+    tails: list[float] = field(default_factory=list)  # stream end to device-wide end, ms
+    walls: list[float] = field(default_factory=list)  # the judge's round trip per call, ms
+    rechecks: list[Message] = field(default_factory=list)  # outputs of the re-check calls
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(self.walls)
+
+    @property
+    def iqr(self) -> float:
+        if len(self.samples) < 2:
+            return 0.0
+        q = statistics.quantiles(self.samples, n=4)
+        return q[2] - q[0]
+
+
+def run_ticks(
+    child: Child,
+    n: int,
+    expect: Callable[[Child, str, str], Message],
+    noop: bool = False,
+    recheck_at: dict[int, int] | None = None,
+) -> Ticks:
+    """`n` calls, one tick each; `recheck_at` maps a call to the fresh input set swapped in."""
+    at = recheck_at or {}
+    out = Ticks()
+    for i in range(n):
+        t = time.perf_counter()
+        child.send("tick", i=i, noop=noop, recheck=at.get(i))
+        msg = expect(child, "tick", "time")
+        out.walls.append((time.perf_counter() - t) * 1e3)
+        sample, tail = msg.fields.get("sample"), msg.fields.get("tail")
+        if not _plain_number(sample) or not _plain_number(tail) or msg.fields.get("i") != i:
+            raise TimingRefused("malformed timing reply")
+        out.samples.append(float(sample))
+        out.tails.append(float(tail))
+        if i in at:
+            out.rechecks.append(msg)
+    return out
+
+
+class TimingRefused(Exception):
+    """The samples cannot be trusted; the message is the one-line reason."""
+
+
+def check_ticks(ticks: Ticks, calibration: Ticks, gpu: bool) -> None:
+    """Raise TimingRefused unless the samples agree with the judge's own clock."""
+    if not ticks.samples or any(s <= 0 for s in ticks.samples):
+        raise TimingRefused("timer tampering: malformed timing samples")
+    over = sum(s > w + 0.05 for s, w in zip(ticks.samples, ticks.walls))
+    if over > len(ticks.samples) // 10:
+        raise TimingRefused(
+            f"timer tampering: {over} of {len(ticks.samples)} samples are longer than the "
+            "judge waited for them"
+        )
+    if ticks.wall < 0.5 * calibration.wall:
+        raise TimingRefused(
+            "timer tampering: timing replies arrived faster than a call can run "
+            f"({ticks.wall:.4g} ms against {calibration.wall:.4g} ms for a no-op)"
+        )
+    tail = statistics.median(ticks.tails) - statistics.median(calibration.tails)
+    if tail > max(0.05, 0.1 * ticks.median):
+        raise TimingRefused(
+            f"work outlives the call: {tail:.4g} ms per call ran after the stream's end "
+            f"(another stream, thread or deferred work) on top of {ticks.median:.4g} ms"
+        )
+    per_call = max(ticks.wall - calibration.wall, 0.0)
+    # On the interpreter, a few samples on a shared CPU are noisy: only a gross gap counts.
+    factor, slack = (0.8, 0.05) if gpu else (0.25, 1.0)
+    if ticks.median < factor * per_call - slack:
+        raise TimingRefused(
+            f"timer tampering: reported median {ticks.median:.4g} ms, but the judge's clock "
+            f"shows {per_call:.4g} ms per call"
+        )
+
+
+def _plain_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
