@@ -36,6 +36,7 @@ def prebuild(
     arch: str,
     timeout: float = 900.0,
     max_jobs: int = 2,
+    run_as: str = "nobody",
 ) -> BuildResult:
     """Build a CUDA candidate's extension with no GPU visible; never raises for its failures."""
     from fitness.judge import source_hash
@@ -55,6 +56,7 @@ def prebuild(
         rechecks=[],
         tmpdir=str(tmp),
         candidate_path=str(tmp / "candidate.py"),
+        run_as=run_as,
         env_extra={
             "CUDA_VISIBLE_DEVICES": "",
             "TORCH_EXTENSIONS_DIR": str(ext),

@@ -57,6 +57,7 @@ class EvalOptions:
     check_trace: bool = True
     seed: int | None = None  # None: secret, fresh per evaluation
     extension_dir: str | None = None  # CUDA builds, shared between runs (keyed by source)
+    sandbox_user: str = "nobody"  # a root judge runs candidate code as this user ("" = off)
 
     def resolved(self) -> EvalOptions:
         device = resolve_device(self.device)
@@ -265,6 +266,7 @@ class _Protocol:
             rounds=hide(self.rounds),
             rechecks=hide(self.rechecks),
             timing_seed=self.timing_seed,
+            run_as=self.opts.sandbox_user,
             tmpdir=str(tmp),
             candidate_path=str(tmp / "candidate.py"),
             model=model,

@@ -65,6 +65,7 @@ class Job:
     n_timing_sets: int = 2
     file_size_limit: int = 16 << 30
     shm_dir: str = ""  # where output frames go as files (fast); "" sends them through the pipe
+    run_as: str = ""  # a root judge runs candidate code as this user ("" = as the judge)
     env_extra: dict = field(default_factory=dict)
 
 
@@ -150,6 +151,36 @@ def _sandbox_process(job: Job) -> None:
     _unshare_network()
 
 
+def drop_privileges(job: Job) -> None:
+    """Become `job.run_as` (a root judge only) before candidate code runs.
+
+    Everything the harness needs is open or loaded by then; the candidate keeps its own
+    folders (given to that user) and can no longer read the judge's memory or environment
+    through /proc, nor write the judge's caches.
+    """
+    if not job.run_as or os.geteuid() != 0:
+        return
+    import pwd
+
+    try:
+        user = pwd.getpwnam(job.run_as)
+    except KeyError:
+        return
+    for root in (job.tmpdir, SHM_DIR, os.environ.get("TORCH_EXTENSIONS_DIR", "")):
+        if root and os.path.isdir(root):
+            _chown_tree(root, user.pw_uid, user.pw_gid)
+    os.setgroups([])
+    os.setgid(user.pw_gid)
+    os.setuid(user.pw_uid)
+
+
+def _chown_tree(root: str, uid: int, gid: int) -> None:
+    os.chown(root, uid, gid)
+    for here, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.chown(os.path.join(here, name), uid, gid, follow_symlinks=False)
+
+
 def _unshare_network() -> None:
     """Drop into an empty network namespace where the OS allows it (root, Linux)."""
     try:
@@ -221,6 +252,7 @@ def child_main(conn, job: Job) -> None:
             return
         if job.role == "build":  # compile ahead: no GPU is visible here
             phase = "load"
+            drop_privileges(job)
             import_candidate(job.candidate_path)
             send(conn, "built")
             return
@@ -337,6 +369,8 @@ class _CandidateState:
     # -- the candidate (or baseline) enters the process here
     def op_load(self, conn, cmd) -> None:
         job = self.job
+        if job.model == "candidate":
+            drop_privileges(job)
         cls = self._model_class()
         for s, mod in self.mods.items():
             self.models[s] = self._wrap(
