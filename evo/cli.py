@@ -87,6 +87,7 @@ def _eval(args) -> int:
         device=device,
         precision=parse_precision(args.precision),
         timeout=args.timeout,
+        progress=None if args.json else _progress_printer(),
     )
     if not args.json:
         print(f"evaluating {path} on {workload.name} ({device}, {args.precision})", file=sys.stderr)
@@ -96,6 +97,18 @@ def _eval(args) -> int:
     else:
         _print_result(result)
     return 0
+
+
+def _progress_printer():
+    """Prints each phase of a long evaluation to stderr, with the seconds since the start."""
+    import time
+
+    start = time.monotonic()
+
+    def show(phase: str) -> None:
+        print(f"  [{time.monotonic() - start:6.1f} s] {phase}", file=sys.stderr, flush=True)
+
+    return show
 
 
 def _print_result(r) -> None:

@@ -15,6 +15,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -58,6 +59,8 @@ class EvalOptions:
     seed: int | None = None  # None: secret, fresh per evaluation
     extension_dir: str | None = None  # CUDA builds, shared between runs (keyed by source)
     sandbox_user: str = "nobody"  # a root judge runs candidate code as this user ("" = off)
+    # Called with the name of each phase as it starts (the CLI prints them); not part of a key.
+    progress: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     def resolved(self) -> EvalOptions:
         device = resolve_device(self.device)
@@ -280,6 +283,7 @@ class _Protocol:
         ref_tmp = Path(tempfile.mkdtemp(prefix="evo-ref-"))
         children: list[Child] = []
         try:
+            self._phase("start the reference and candidate processes")
             limit = int(opts.memory_limit_gb * 2**30)
             ref = Child(self._job("reference", ref_tmp), limit)
             children.append(ref)
@@ -287,16 +291,20 @@ class _Protocol:
             children.append(cand)
             facts = self._expect(cand, "hello", "setup").fields["facts"]
             self._record_device(facts)
+            self._phase("reference and inputs")
             cand.send("setup")
             refs, ref_info = self._references(ref)
             ref.kill()
             self._expect(cand, "ready", "setup")
             keep = [i for i, r in enumerate(self.rounds) if refs[i][0] or r.dist == "workload"]
             calib = self._calibrate(cand) if opts.timing else None
+            self._phase("load (build or import the candidate)")
             cand.send("load")
             self._expect(cand, "loaded", "load", timeout=max(opts.timeout, opts.build_timeout))
+            self._phase(f"correctness: {len(keep)} rounds")
             self._correctness(cand, keep, refs)
             if opts.timing:
+                self._phase(f"timing: {opts.samples} samples, {len(self.rechecks)} re-checks")
                 self._timing(cand, refs, calib)
         except ChildFailed as e:
             status = Status.TIMEOUT if e.kind == "timeout" else Status.RUNTIME_ERROR
@@ -311,10 +319,15 @@ class _Protocol:
         if opts.timing and opts.baselines:
             from fitness.baselines import attach_baselines
 
+            self._phase("baselines (cached after the first time)")
             attach_baselines(res, self.workload, opts)
         self._plausibility(ref_info)
 
     # -- phases
+    def _phase(self, name: str) -> None:
+        if self.opts.progress is not None:
+            self.opts.progress(name)
+
     def _expect(self, child: Child, kind: str, phase: str, timeout: float | None = None) -> Message:
         msg = child.recv(phase, timeout or self.opts.timeout)
         if msg.kind == kind:

@@ -111,6 +111,20 @@ def test_json_cli_prints_exactly_one_object(tmp_path):
     assert obj["comparable"] is False and obj["baseline_compile_ms"] is None
 
 
+def test_cli_shows_progress_and_a_summary(tmp_path):
+    cand = tmp_path / "cand.py"
+    cand.write_text(seed_source())
+    out = subprocess.run(
+        [sys.executable, "-m", "evo", "eval", str(cand), "--workload", "builtin:scaled_gelu",
+         "--device", "cpu"],
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    for phase in ("reference and inputs", "correctness: ", "timing: ", "baselines"):
+        assert phase in out.stderr, out.stderr
+    assert "status     correct" in out.stdout and "comparable=False" in out.stdout
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
