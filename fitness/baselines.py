@@ -34,11 +34,9 @@ def baseline_key(workload: Workload, mode: str, opts, versions: dict, device: st
 def time_baseline(workload: Workload, mode: str, opts) -> dict:
     """Median and IQR of the workload's own Model in `mode`, in a fresh child like a candidate's."""
     tmp = Path(tempfile.mkdtemp(prefix="evo-base-"))
-    job = Job(
+    job = Job.for_workload(
+        workload,
         role="candidate",
-        workload_path=str(workload.path),
-        overrides=dict(workload.overrides),
-        shapes=[dict(s) for s in workload.shapes],
         device=opts.device,
         rounds=[Round(seed=0)],
         rechecks=[],

@@ -124,7 +124,7 @@ def kernel_names(source: str, backend: str) -> set[str]:
     return names
 
 
-CHUNK = 1 << 24  # elements compared at a time, so float64 temporaries stay small
+CHUNK = 1 << 24  # elements compared at a time, so the temporaries stay small
 
 
 def compare(outs, refs, atol: float, rtol: float) -> tuple[str, float, float]:
@@ -243,7 +243,6 @@ class _Protocol:
         self.recheck_at = sorted(
             rng.sample(range(1, opts.samples), min(opts.rechecks, opts.samples - 1))
         )
-        self.rng = rng
 
     def _check_shapes(self) -> list[int]:
         """Extra shapes for one round each: other SHAPES entries that are cheap on this device."""
@@ -254,17 +253,15 @@ class _Protocol:
             return [i for i in range(min(2, len(shapes))) if shapes[i] != self.workload.overrides]
         return [1] if len(shapes) > 1 and self.workload.overrides == shapes[0] else []
 
-    def _job(self, role: str, tmp: Path, model: str = "candidate") -> Job:
+    def _job(self, role: str, tmp: Path) -> Job:
         env = {}
         if self.opts.extension_dir and self.opts.backend == "cuda":
             env["TORCH_EXTENSIONS_DIR"] = str(Path(self.opts.extension_dir) / self.res.source_hash)
         # The candidate's child learns each seed only when that round runs (see op_round).
         hide = (lambda rs: [replace(r, seed=0) for r in rs]) if role == "candidate" else list
-        return Job(
+        return Job.for_workload(
+            self.workload,
             role=role,
-            workload_path=str(self.workload.path),
-            overrides=dict(self.workload.overrides),
-            shapes=[dict(s) for s in self.workload.shapes],
             device=self.opts.device,
             rounds=hide(self.rounds),
             rechecks=hide(self.rechecks),
@@ -272,7 +269,6 @@ class _Protocol:
             run_as=self.opts.sandbox_user,
             tmpdir=str(tmp),
             candidate_path=str(tmp / "candidate.py"),
-            model=model,
             env_extra=env,
         )
 
@@ -316,12 +312,14 @@ class _Protocol:
                 c.kill()
             shutil.rmtree(tmp, ignore_errors=True)
             shutil.rmtree(ref_tmp, ignore_errors=True)
+        self._plausibility(ref_info)  # before the baselines: an implausible time needs none
         if opts.timing and opts.baselines:
             from fitness.baselines import attach_baselines
 
             self._phase("baselines (cached after the first time)")
             attach_baselines(res, self.workload, opts)
-        self._plausibility(ref_info)
+            eager = res.speedup_vs_eager
+            res.audit = res.comparable and eager is not None and eager > opts.audit_bound
 
     # -- phases
     def _phase(self, name: str) -> None:
@@ -335,10 +333,9 @@ class _Protocol:
         if msg.kind in ("error", "compile_error"):
             err = msg.fields.get("error", "")
             at = msg.fields.get("phase", phase)
-            if msg.kind == "compile_error" or (at == "load" and "ModelNew" not in err):
-                status = Status.COMPILE_ERROR
-            else:
-                status = Status.RUNTIME_ERROR
+            # Loading is importing (and for CUDA, building): its failures are compile errors.
+            compiled = msg.kind == "compile_error" or at == "load"
+            status = Status.COMPILE_ERROR if compiled else Status.RUNTIME_ERROR
             if "out of memory" in err.lower():
                 err = f"out of memory: {err}"
             raise _Verdict(status, f"{at}: {err}", "runtime", msg.fields.get("log", ""))
@@ -457,7 +454,6 @@ class _Protocol:
             for k in ("torch", "triton", "cuda", "driver", "python")
             if facts.get(k)
         }
-        self.facts = facts
 
     def _plausibility(self, ref_info: dict) -> None:
         res = self.res
@@ -479,5 +475,3 @@ class _Protocol:
                 f"{floor:.4g} ms",
                 "judge",
             )
-        if res.speedup_vs_eager is not None and res.speedup_vs_eager > self.opts.audit_bound:
-            res.audit = True

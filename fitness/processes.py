@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import psutil
 import torch
 
-from fitness.sandbox import ENV_KEEP, Job, child_main
+from fitness.isolation import ENV_KEEP
+from fitness.sandbox import Job, child_main
 
 _PRELOAD = ["torch", "triton", "fitness.preload", "fitness.sandbox", "fitness.workloads"]
 _lock = threading.Lock()
@@ -131,7 +132,6 @@ class Child:
             self.proc.start()
         child_conn.close()
         self.memory_limit = memory_limit_bytes
-        self.started = time.monotonic()
         try:
             self._ps = psutil.Process(self.proc.pid)
         except psutil.Error:

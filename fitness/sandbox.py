@@ -3,17 +3,18 @@
 Two roles. A *reference* child imports only the workload: it builds the inputs from the judge's
 secret seeds and sends back the reference outputs. A *candidate* child builds the same inputs
 from the same seeds, imports the candidate (or builds a baseline), and runs what the judge
-asks: calibrate, load, correct, time. It never holds a reference output and never decides a
-verdict; everything it sends is plain JSON and raw bytes that the judge checks.
+asks, one command at a time: setup, calibration ticks, load, warmup, rounds, trace, prepare,
+timed ticks. It never holds a reference output and never decides a verdict; everything it
+sends is plain JSON and raw bytes that the judge checks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
 import os
-import resource
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ import torch
 import triton  # noqa: F401  (preloaded by the fork server so a child starts warm)
 
 from fitness.inputs import Round, build_model, make_inputs
+from fitness.isolation import drop_privileges, isolate
 from fitness.timing import Clock, alias, noop
 
 # Alternating rescales of the timing inputs between timed calls (exact powers-of-two ratios).
@@ -31,13 +33,6 @@ PERTURB = (1.0 + 2.0**-10, 1.0 / (1.0 + 2.0**-10))
 _EQUAL = torch.equal
 # Exceptions whose type name says the kernel did not build.
 COMPILE_ERROR_TYPES = ("CompilationError", "CompileTimeAssertionFailure", "BuildError")
-# Environment variables a candidate keeps; everything else is dropped (secrets included).
-ENV_KEEP = (
-    "PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
-    "LD_LIBRARY_PATH", "PYTHONPATH", "TRITON_INTERPRET", "OMP_NUM_THREADS", "CC", "CXX",
-    "TORCH_CUDA_ARCH_LIST", "NVIDIA_VISIBLE_DEVICES", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
-    "MAX_JOBS", "VIRTUAL_ENV",
-)  # fmt: skip
 # aten ops that compute; one of them inside the candidate's forward is a PyTorch fallback.
 ATEN_COMPUTE = frozenset(
     """mm addmm bmm baddbmm matmul linear conv1d conv2d conv3d convolution _convolution
@@ -68,6 +63,16 @@ class Job:
     run_as: str = ""  # a root judge runs candidate code as this user ("" = as the judge)
     env_extra: dict = field(default_factory=dict)
 
+    @classmethod
+    def for_workload(cls, workload, **fields) -> Job:
+        """A job on `workload` (a fitness.workloads.Workload) at its overrides."""
+        return cls(
+            workload_path=str(workload.path),
+            overrides=dict(workload.overrides),
+            shapes=[dict(s) for s in workload.shapes],
+            **fields,
+        )
+
 
 # ---------------------------------------------------------------- messages (child -> judge)
 
@@ -91,13 +96,12 @@ def send(conn, kind: str, tensors=(), **fields) -> None:
             meta["file"] = f"{next(_frames)}.bin"
             with open(os.path.join(SHM_DIR, meta["file"]), "wb") as f:
                 f.write(memoryview(raw))
-        else:
+        elif raw.size:  # an empty tensor has no frame
             blobs.append(raw)
         metas.append(meta)
     conn.send_bytes(json.dumps({"kind": kind, "tensors": metas, **fields}).encode())
     for b in blobs:
-        if b.size:
-            conn.send_bytes(memoryview(b))
+        conn.send_bytes(memoryview(b))
 
 
 def flatten_outputs(out) -> tuple[list[torch.Tensor], str]:
@@ -111,85 +115,6 @@ def flatten_outputs(out) -> tuple[list[torch.Tensor], str]:
             return [], f"output is {type(x).__module__}.{type(x).__qualname__}, not torch.Tensor"
         tensors.append(x)
     return tensors, ""
-
-
-# ---------------------------------------------------------------- process set-up
-
-
-def _sandbox_process(job: Job) -> None:
-    global SHM_DIR
-    SHM_DIR = job.shm_dir
-    os.setsid()
-    keep = {k: v for k, v in os.environ.items() if k in ENV_KEEP}
-    os.environ.clear()
-    os.environ.update(keep)
-    tmp = Path(job.tmpdir)
-    os.environ.update(
-        {
-            "HOME": str(tmp),
-            "TMPDIR": str(tmp),
-            "TRITON_CACHE_DIR": str(tmp / "triton-cache"),
-            "TORCH_EXTENSIONS_DIR": job.env_extra.get("TORCH_EXTENSIONS_DIR", str(tmp / "ext")),
-            "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-    )
-    os.environ.update({k: v for k, v in job.env_extra.items()})
-    if job.device == "cpu":
-        os.environ["TRITON_INTERPRET"] = "1"
-    os.chdir(tmp)
-    # The child's own output goes to a file: it must never reach the judge's stdout.
-    log = os.open(tmp / "child.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (job.file_size_limit, job.file_size_limit))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    _unshare_network()
-
-
-def drop_privileges(job: Job) -> None:
-    """Become `job.run_as` (a root judge only) before candidate code runs.
-
-    Everything the harness needs is open or loaded by then; the candidate keeps its own
-    folders (given to that user) and can no longer read the judge's memory or environment
-    through /proc, nor write the judge's caches.
-    """
-    if not job.run_as or os.geteuid() != 0:
-        return
-    import pwd
-
-    try:
-        user = pwd.getpwnam(job.run_as)
-    except KeyError:
-        return
-    for root in (job.tmpdir, SHM_DIR, os.environ.get("TORCH_EXTENSIONS_DIR", "")):
-        if root and os.path.isdir(root):
-            _chown_tree(root, user.pw_uid, user.pw_gid)
-    os.setgroups([])
-    os.setgid(user.pw_gid)
-    os.setuid(user.pw_uid)
-
-
-def _chown_tree(root: str, uid: int, gid: int) -> None:
-    os.chown(root, uid, gid)
-    for here, dirs, files in os.walk(root):
-        for name in dirs + files:
-            os.chown(os.path.join(here, name), uid, gid, follow_symlinks=False)
-
-
-def _unshare_network() -> None:
-    """Drop into an empty network namespace where the OS allows it (root, Linux)."""
-    try:
-        import ctypes  # the harness's own use, before any candidate code exists
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.unshare(0x40000000)  # CLONE_NEWNET; fails harmlessly without the capability
-    except (OSError, AttributeError):
-        pass
 
 
 def device_facts(device: str) -> dict:
@@ -244,7 +169,9 @@ def child_main(conn, job: Job) -> None:
     """Entry point of a forked child. Reports exceptions as messages; the judge decides."""
     phase = "setup"
     try:
-        _sandbox_process(job)
+        global SHM_DIR
+        SHM_DIR = job.shm_dir
+        isolate(job)
         facts = device_facts("cpu" if job.role == "build" else job.device)
         send(conn, "hello", pid=os.getpid(), facts=facts)
         if job.role == "reference":
@@ -252,7 +179,7 @@ def child_main(conn, job: Job) -> None:
             return
         if job.role == "build":  # compile ahead: no GPU is visible here
             phase = "load"
-            drop_privileges(job)
+            drop_privileges(job, SHM_DIR)
             import_candidate(job.candidate_path)
             send(conn, "built")
             return
@@ -260,14 +187,10 @@ def child_main(conn, job: Job) -> None:
         while True:
             cmd = conn.recv()
             phase = cmd["op"]
-            if phase == "exit":
-                return
             getattr(state, "op_" + phase)(conn, cmd)
     except BaseException as e:  # noqa: BLE001 - every failure becomes a message
         name = type(e).__name__
         kind = "compile_error" if any(t in name for t in COMPILE_ERROR_TYPES) else "error"
-        if phase == "load" and name not in ("KeyboardInterrupt",):
-            kind = "compile_error" if kind == "compile_error" or job.model == "candidate" else kind
         text = "".join(traceback.format_exception(e))[-6000:]
         try:
             send(conn, kind, phase=phase, error=f"{name}: {e}"[:400], log=text)
@@ -304,24 +227,20 @@ def _reference(conn, job: Job) -> None:
             models[rnd.shape] = build_model(mods[rnd.shape], mods[rnd.shape].Model, job.device)
         mod, model = mods[rnd.shape], models[rnd.shape]
         inputs = make_inputs(mod, rnd, job.device)
-        extra = {}
-        with torch.no_grad():
-            if i == 0:
-                counter = FlopCounterMode(display=False)
-                with counter:
-                    out = model(*inputs)
-                outs, _ = flatten_outputs(out)
-                extra = {
-                    "flops": int(counter.get_total_flops()),
-                    "min_bytes": _tensor_bytes(inputs)
-                    + _tensor_bytes(outs)
-                    + _tensor_bytes(list(model.parameters()) + list(model.buffers())),
-                }
-            else:
-                out = model(*inputs)
+        counter = FlopCounterMode(display=False) if i == 0 else contextlib.nullcontext()
+        with torch.no_grad(), counter:
+            out = model(*inputs)
         outs, problem = flatten_outputs(out)
         if problem:
             raise TypeError(f"the reference Model's {problem}")
+        extra = {}
+        if i == 0:  # the roofline's inputs, from the main shape
+            extra = {
+                "flops": int(counter.get_total_flops()),
+                "min_bytes": _tensor_bytes(inputs)
+                + _tensor_bytes(outs)
+                + _tensor_bytes(list(model.parameters()) + list(model.buffers())),
+            }
         finite = all(bool(torch.isfinite(t).all()) for t in outs if t.is_floating_point())
         send(conn, "reference", index=i, finite=finite, tensors=outs, **extra)
         del out, outs
@@ -370,7 +289,7 @@ class _CandidateState:
     def op_load(self, conn, cmd) -> None:
         job = self.job
         if job.model == "candidate":
-            drop_privileges(job)
+            drop_privileges(job, SHM_DIR)
         cls = self._model_class()
         for s, mod in self.mods.items():
             self.models[s] = self._wrap(

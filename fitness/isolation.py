@@ -1,0 +1,91 @@
+"""Isolation of a child process: what it may see, write and reach, and who it runs as."""
+
+from __future__ import annotations
+
+import os
+import resource
+from pathlib import Path
+
+# Environment variables a candidate keeps; everything else is dropped (secrets included).
+ENV_KEEP = (
+    "PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
+    "LD_LIBRARY_PATH", "PYTHONPATH", "TRITON_INTERPRET", "OMP_NUM_THREADS", "CC", "CXX",
+    "TORCH_CUDA_ARCH_LIST", "NVIDIA_VISIBLE_DEVICES", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+    "MAX_JOBS", "VIRTUAL_ENV",
+)  # fmt: skip
+
+
+def isolate(job) -> None:
+    """Cut the freshly forked child off: own session, scrubbed environment, private folder and
+    caches, output to a log file, file-size and core limits, no network where allowed."""
+    os.setsid()
+    keep = {k: v for k, v in os.environ.items() if k in ENV_KEEP}
+    os.environ.clear()
+    os.environ.update(keep)
+    tmp = Path(job.tmpdir)
+    os.environ.update(
+        {
+            "HOME": str(tmp),
+            "TMPDIR": str(tmp),
+            "TRITON_CACHE_DIR": str(tmp / "triton-cache"),
+            "TORCH_EXTENSIONS_DIR": str(tmp / "ext"),
+            "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
+    os.environ.update(job.env_extra)
+    if job.device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    os.chdir(tmp)
+    # The child's own output goes to a file: it must never reach the judge's stdout.
+    log = os.open(tmp / "child.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (job.file_size_limit, job.file_size_limit))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _unshare_network()
+
+
+def drop_privileges(job, shm_dir: str) -> None:
+    """Become `job.run_as` (a root judge only) before candidate code runs.
+
+    Everything the harness needs is open or loaded by then; the candidate keeps its own
+    folders (given to that user) and can no longer read the judge's memory or environment
+    through /proc, nor write the judge's caches.
+    """
+    if not job.run_as or os.geteuid() != 0:
+        return
+    import pwd
+
+    try:
+        user = pwd.getpwnam(job.run_as)
+    except KeyError:
+        return
+    for root in (job.tmpdir, shm_dir, os.environ.get("TORCH_EXTENSIONS_DIR", "")):
+        if root and os.path.isdir(root):
+            _chown_tree(root, user.pw_uid, user.pw_gid)
+    os.setgroups([])
+    os.setgid(user.pw_gid)
+    os.setuid(user.pw_uid)
+
+
+def _chown_tree(root: str, uid: int, gid: int) -> None:
+    os.chown(root, uid, gid)
+    for here, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.chown(os.path.join(here, name), uid, gid, follow_symlinks=False)
+
+
+def _unshare_network() -> None:
+    """Drop into an empty network namespace where the OS allows it (root, Linux)."""
+    try:
+        import ctypes  # the harness's own use, before any candidate code exists
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.unshare(0x40000000)  # CLONE_NEWNET; fails harmlessly without the capability
+    except (OSError, AttributeError):
+        pass
