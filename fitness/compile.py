@@ -2,11 +2,15 @@
 
 A build runs the candidate's import (its `load_inline`) in a sandboxed child that sees no GPU,
 into a per-candidate extension folder keyed by the source hash; the GPU child later imports
-the same source with the same flags, and ninja finds the library up to date.
+the same source with the same flags (the same TORCH_CUDA_ARCH_LIST: torch's default adds
++PTX, which changes the ninja file and rebuilds everything), and ninja finds the library up to
+date.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import shutil
 import tempfile
 import time
@@ -24,6 +28,17 @@ class BuildResult:
     seconds: float
     reason: str = ""
     log: str = ""
+
+
+@functools.cache
+def device_arch() -> str:
+    """The TORCH_CUDA_ARCH_LIST that both the build and the GPU child use: this GPU's."""
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return os.environ["TORCH_CUDA_ARCH_LIST"]
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    return f"{major}.{minor}"
 
 
 def extension_dir_for(extension_dir: str | Path, source_hash: str) -> Path:

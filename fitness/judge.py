@@ -58,6 +58,7 @@ class EvalOptions:
     check_trace: bool = True
     seed: int | None = None  # None: secret, fresh per evaluation
     extension_dir: str | None = None  # CUDA builds, shared between runs (keyed by source)
+    cuda_arch: str | None = None  # TORCH_CUDA_ARCH_LIST of those builds; None: this GPU's
     sandbox_user: str = "nobody"  # a root judge runs candidate code as this user ("" = off)
     # Called with the name of each phase as it starts (the CLI prints them); not part of a key.
     progress: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
@@ -257,6 +258,10 @@ class _Protocol:
         env = {}
         if self.opts.extension_dir and self.opts.backend == "cuda":
             env["TORCH_EXTENSIONS_DIR"] = str(Path(self.opts.extension_dir) / self.res.source_hash)
+            if self.opts.device == "cuda":  # the flags of the prebuild, or ninja rebuilds it all
+                from fitness.compile import device_arch
+
+                env["TORCH_CUDA_ARCH_LIST"] = self.opts.cuda_arch or device_arch()
         # The candidate's child learns each seed only when that round runs (see op_round).
         hide = (lambda rs: [replace(r, seed=0) for r in rs]) if role == "candidate" else list
         return Job.for_workload(

@@ -91,13 +91,14 @@ def send(conn, kind: str, tensors=(), **fields) -> None:
     for t in tensors:
         t = t.detach()
         meta = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
-        raw = t.contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
-        if SHM_DIR and raw.size:
+        flat = t.contiguous().reshape(-1).view(torch.uint8)
+        if SHM_DIR and flat.numel():
+            # Straight from the device into the mapped file: one copy, no staging buffer.
             meta["file"] = f"{next(_frames)}.bin"
-            with open(os.path.join(SHM_DIR, meta["file"]), "wb") as f:
-                f.write(memoryview(raw))
-        elif raw.size:  # an empty tensor has no frame
-            blobs.append(raw)
+            path = os.path.join(SHM_DIR, meta["file"])
+            torch.from_file(path, shared=True, size=flat.numel(), dtype=torch.uint8).copy_(flat)
+        elif flat.numel():  # an empty tensor has no frame
+            blobs.append(flat.cpu().numpy())
         metas.append(meta)
     conn.send_bytes(json.dumps({"kind": kind, "tensors": metas, **fields}).encode())
     for b in blobs:

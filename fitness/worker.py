@@ -129,6 +129,7 @@ class FitnessService:
             device=self.device,
             precision=parse_precision(req.precision),
             extension_dir=self.extension_dir,
+            cuda_arch=self._arch() if req.backend == "cuda" and self.device == "cuda" else None,
             guardrails=GuardrailConfig(**req.guardrails),
         )
         known = {f for f in EvalOptions.__dataclass_fields__}
@@ -186,10 +187,9 @@ class FitnessService:
 
     def _arch(self) -> str:
         if self.cuda_arch is None:
-            import torch
+            from fitness.compile import device_arch
 
-            major, minor = torch.cuda.get_device_capability()
-            self.cuda_arch = f"{major}.{minor}"
+            self.cuda_arch = device_arch()
         return self.cuda_arch
 
 

@@ -79,7 +79,7 @@ def describe(path: Path, res) -> str:
 @pytest.fixture(scope="module")
 def cuda_builds() -> dict:
     """Build every CUDA candidate whose workload is available, in parallel, once."""
-    from fitness.compile import prebuild_many
+    from fitness.compile import device_arch, prebuild_many
 
     paths = [
         p
@@ -87,11 +87,10 @@ def cuda_builds() -> dict:
         if parse_candidate(p)[1] == "cuda"
         and (os.environ.get(KERNELBENCH_ENV) or not needs_kernelbench(p))
     ]
-    major, minor = torch.cuda.get_device_capability()
     results = prebuild_many(
         [p.read_text() for p in paths],
         extension_dir=EXT,
-        arch=f"{major}.{minor}",
+        arch=device_arch(),
         jobs=BUILD_JOBS,
     )
     builds = {}
