@@ -16,7 +16,6 @@ import re
 from pathlib import Path
 
 import pytest
-import torch
 
 from fitness.judge import EvalOptions, evaluate
 from fitness.results import Status
