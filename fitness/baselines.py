@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import tempfile
 import time
@@ -53,9 +54,8 @@ def time_baseline(workload: Workload, mode: str, opts) -> dict:
         _expect(child, "loaded", max(opts.timeout, opts.build_timeout))
         child.send("warmup", n=opts.warmup + (3 if mode == "compile" else 0))
         _expect(child, "warmed", max(opts.timeout, opts.build_timeout))
-        child.send("prepare", seeds=[])
-        _expect(child, "prepared", opts.timeout)
-        ticks = run_ticks(child, opts.samples, lambda c, kind, _: _expect(c, kind, opts.timeout))
+        seeds = [secrets.randbelow(2**31 - 1) + 1 for _ in range(opts.samples)]
+        ticks = run_ticks(child, seeds, lambda c, kind, _: _expect(c, kind, opts.timeout))
     finally:
         child.kill()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,9 +1,11 @@
 """The timed loop, driven call by call from the judge: its clock is the measurement of record.
 
-The judge sends one tick per call and times the round trip itself. A child can report a
-sample, but not one longer than the judge waited, and not a median far below the judge's own
-per-call time (the tick's wall time less the no-op calibration tick's). Replies sent ahead of
-their ticks arrive faster than any real call could run, and are refused.
+The judge sends one tick per call, with the seed of that call's fresh inputs, and times the
+round trip itself. A child can report a sample, but not one longer than the judge waited, and
+not a median far below the judge's own per-call time (the tick's wall time less the no-op
+calibration tick's). Replies sent ahead of their ticks arrive faster than any real call could
+run, and are refused. The judge fetches the outputs of the calls it re-checks only after they
+have answered, so every tick looks the same to the child.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ class Ticks:
     samples: list[float] = field(default_factory=list)  # the child's event times, ms
     tails: list[float] = field(default_factory=list)  # stream end to device-wide end, ms
     walls: list[float] = field(default_factory=list)  # the judge's round trip per call, ms
-    rechecks: list[Message] = field(default_factory=list)  # outputs of the re-check calls
+    rechecks: list[Message] = field(default_factory=list)  # outputs of the re-checked calls
 
     @property
     def median(self) -> float:
@@ -41,17 +43,18 @@ class Ticks:
 
 def run_ticks(
     child: Child,
-    n: int,
+    seeds: list[int],
     expect: Callable[[Child, str, str], Message],
     noop: bool = False,
-    recheck_at: dict[int, int] | None = None,
+    fetch: dict[int, int] | None = None,
 ) -> Ticks:
-    """`n` calls, one tick each; `recheck_at` maps a call to the fresh input set swapped in."""
-    at = recheck_at or {}
+    """One call per seed, one tick each; `fetch` maps a call to the re-check that reads its
+    outputs once it has answered."""
+    fetch = fetch or {}
     out = Ticks()
-    for i in range(n):
+    for i, seed in enumerate(seeds):
         t = time.perf_counter()
-        child.send("tick", i=i, noop=noop, recheck=at.get(i))
+        child.send("tick", i=i, seed=seed, noop=noop)
         msg = expect(child, "tick", "time")
         out.walls.append((time.perf_counter() - t) * 1e3)
         sample, tail = msg.fields.get("sample"), msg.fields.get("tail")
@@ -59,8 +62,9 @@ def run_ticks(
             raise TimingRefused("malformed timing reply")
         out.samples.append(float(sample))
         out.tails.append(float(tail))
-        if i in at:
-            out.rechecks.append(msg)
+        if i in fetch:
+            child.send("fetch", index=fetch[i])
+            out.rechecks.append(expect(child, "output", "time"))
     return out
 
 
@@ -90,8 +94,11 @@ def check_ticks(ticks: Ticks, calibration: Ticks, gpu: bool) -> None:
             f"(another stream, thread or deferred work) on top of {ticks.median:.4g} ms"
         )
     per_call = max(ticks.wall - calibration.wall, 0.0)
+    # The judge's per-call time carries what the calibration cannot cancel: the host's own
+    # work around an honest call, and its scheduling noise. On an H100 honest sub-millisecond
+    # kernels measured 0.05-0.25 ms above their events (protocol 3, 2026-11-22), hence 0.3 ms.
     # On the interpreter, a few samples on a shared CPU are noisy: only a gross gap counts.
-    factor, slack = (0.8, 0.05) if gpu else (0.25, 1.0)
+    factor, slack = (0.8, 0.3) if gpu else (0.25, 1.0)
     if ticks.median < factor * per_call - slack:
         raise TimingRefused(
             f"timer tampering: reported median {ticks.median:.4g} ms, but the judge's clock "

@@ -10,6 +10,7 @@ sends is plain JSON and raw bytes that the judge checks.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import itertools
@@ -28,12 +29,12 @@ from fitness.isolation import drop_privileges, isolate
 from fitness.timing import Clock, alias, noop
 
 # Alternating rescales of the timing inputs between timed calls (exact powers-of-two ratios).
-PERTURB = (1.0 + 2.0**-10, 1.0 / (1.0 + 2.0**-10))
 # Bound before any candidate is imported: a candidate that patches torch.equal cannot reach it.
 _EQUAL = torch.equal
 # Exceptions whose type name says the kernel did not build.
 COMPILE_ERROR_TYPES = ("CompilationError", "CompileTimeAssertionFailure", "BuildError")
 # aten ops that compute; one of them inside the candidate's forward is a PyTorch fallback.
+FORWARD_MARK = "evo::forward"
 ATEN_COMPUTE = frozenset(
     """mm addmm bmm baddbmm matmul linear conv1d conv2d conv3d convolution _convolution
     cudnn_convolution add sub mul div relu gelu silu sigmoid tanh exp log softmax _softmax
@@ -52,7 +53,7 @@ class Job:
     shapes: list  # the workload's SHAPES (check shapes are indexed into it)
     device: str  # "cpu" or "cuda"
     rounds: list[Round]
-    rechecks: list[Round]  # fresh inputs swapped in during timing (main shape)
+    rechecks: list[Round]  # the timed calls whose outputs the judge compares (main shape)
     tmpdir: str
     timing_seed: int = 0  # the rotating timing inputs (a candidate gets rounds without seeds)
     candidate_path: str = ""  # role candidate: the file to import
@@ -103,6 +104,18 @@ def send(conn, kind: str, tensors=(), **fields) -> None:
     conn.send_bytes(json.dumps({"kind": kind, "tensors": metas, **fields}).encode())
     for b in blobs:
         conn.send_bytes(memoryview(b))
+
+
+def _marked(model):
+    """The candidate's forward inside a profiler range: the trace's aten ops are counted only
+    within these ranges (the harness's own ops between calls are not the candidate's)."""
+    from torch.profiler import record_function
+
+    def forward(*args):
+        with record_function(FORWARD_MARK):
+            return model(*args)
+
+    return forward
 
 
 def flatten_outputs(out) -> tuple[list[torch.Tensor], str]:
@@ -263,8 +276,15 @@ class _CandidateState:
         self.weights = {}
         self.models = {}
         self.launches: dict[str, int] = {}
-        self.kernels: set[str] = set()
-        self.aten_ops: set[str] = set()
+        # The launch trace. On the interpreter it is on for every call, from set-up to the
+        # judge's "trace" command, so no call can tell whether it is watched. On a GPU the
+        # profiler's device tracing slows the kernels it watches (matmul 0.52 ms against
+        # 0.41 ms on an H100), so there only the first warm-up call and the correctness
+        # rounds run under it.
+        self.trace_all = job.model == "candidate" and not self.clock.cuda
+        self.prof = None
+        self.traced = (set(), set(), 0)  # aten ops inside forward, kernels, forward calls
+        self.last = None  # the last timed call's output, until the judge's next command
 
     # -- before the candidate is imported: inputs, weights, calibration
     def op_setup(self, conn, cmd) -> None:
@@ -284,6 +304,9 @@ class _CandidateState:
         self.aliases = [[alias(x) for x in args] for args in self.timing_sets]
         self._poison()
         self._install_launch_counter()
+        if self.trace_all:
+            self.prof = self._profiler()
+            self.prof.start()
         send(conn, "ready")
 
     # -- the candidate (or baseline) enters the process here
@@ -334,70 +357,83 @@ class _CandidateState:
         )
 
     def op_trace(self, conn, cmd) -> None:
-        """Every traced call so far (the first warm-up call and each correctness round)."""
-        aten = sorted(self.aten_ops & ATEN_COMPUTE) if self.job.model == "candidate" else []
+        """The launch trace of the traced calls so far (every call on the interpreter)."""
+        if self.prof is not None:
+            self.prof.stop()
+            self._collect(self.prof)
+            self.prof = None
+        aten, kernels, calls = self.traced
         send(
             conn,
             "trace",
+            forward_calls=calls,
             launches=self.launches,
-            kernels=sorted(self.kernels)[:200],
-            aten_compute=aten,
+            kernels=sorted(kernels)[:200],
+            aten_compute=sorted(aten & ATEN_COMPUTE),
         )
 
-    def op_prepare(self, conn, cmd) -> None:
-        """Draw the re-check inputs before the judge starts its clock on the timed loop."""
-        main = self.mods[None]
-        self.fresh = [
-            make_inputs(main, dataclasses.replace(r, seed=seed), self.job.device)
-            for r, seed in zip(self.job.rechecks, cmd["seeds"])
-        ]
-        if self.clock.cuda:
-            torch.cuda.synchronize()
-        send(conn, "prepared")
-
     def op_tick(self, conn, cmd) -> None:
-        """One timed call, when the judge says so: rotating inputs, fresh ones at a re-check.
+        """One timed call, when the judge says so, on fresh inputs drawn from the tick's seed.
 
+        Every tick looks the same: the judge picks the calls it re-checks only after they have
+        answered (see op_fetch), so no call knows whether its outputs will be compared. No two
+        calls see the same values, so a cache keyed by content (exact or approximate) never
+        hits. The values are written through aliases, so pointers and version counters stay
+        the same: a cache keyed by those hits, and returns stale outputs that a re-check sees.
         The same tick with `noop` (before any candidate code is loaded) calibrates the loop.
         """
-        i, j = cmd["i"], cmd.get("recheck")
+        i = cmd["i"]
         sets = self.timing_sets
-        args = sets[i % len(sets)]
-        # Written through aliases, so the inputs' version counters stay: fresh inputs at a
-        # re-check, else every float input rescaled a little, so no two calls see the same
-        # values and a cache keyed by content (or pointer, or version) never hits.
-        scale = PERTURB[i % 2]
-        for k, dst in enumerate(self.aliases[i % len(sets)]):
-            if dst is None:
-                continue
-            if j is not None:
-                dst.copy_(self.fresh[j][k])
-            elif dst.is_floating_point():
-                dst.mul_(scale)
+        self.last = None
+        fresh = make_inputs(self.mods[None], Round(seed=cmd["seed"]), self.job.device)
+        for dst, src in zip(self.aliases[i % len(sets)], fresh):
+            if dst is not None:
+                dst.copy_(src)
+        del fresh
         fn = noop if cmd.get("noop") else self.models[None]
         with torch.no_grad():
-            out, ms, tail = self.clock.call(fn, args)
-        if j is None:
-            send(conn, "tick", i=i, sample=ms, tail=tail)
-            return
-        outs, problem = flatten_outputs(out)
-        send(conn, "tick", i=i, sample=ms, tail=tail, index=j, problem=problem, tensors=outs)
+            self.last, ms, tail = self.clock.call(fn, sets[i % len(sets)])
+        send(conn, "tick", i=i, sample=ms, tail=tail)
+
+    def op_fetch(self, conn, cmd) -> None:
+        """The outputs of the last timed call, for a re-check the judge chose after it ran."""
+        outs, problem = flatten_outputs(self.last)
+        send(conn, "output", index=cmd["index"], problem=problem, tensors=outs)
 
     # -- helpers
-    def _traced_call(self, model, args):
-        """A call under the profiler; the kernels and aten ops that ran join the launch trace."""
+    def _profiler(self):
         from torch.profiler import ProfilerActivity, profile
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.clock.cuda else [])
-        with profile(activities=acts) as prof, torch.no_grad():
+        return profile(activities=acts)
+
+    def _traced_call(self, model, args):
+        """A call under the launch trace (already on, on the interpreter)."""
+        if self.prof is not None or self.job.model != "candidate":
+            with torch.no_grad():
+                return self.clock.call(model, args)[0]
+        with self._profiler() as prof, torch.no_grad():
             out = self.clock.call(model, args)[0]
-        for ev in prof.events():
+        self._collect(prof)
+        return out
+
+    def _collect(self, prof) -> None:
+        """Add a stopped profiler's aten ops inside forward calls, kernels and forward calls."""
+        events = prof.events()
+        spans = sorted(
+            (ev.time_range.start, ev.time_range.end) for ev in events if ev.name == FORWARD_MARK
+        )
+        starts = [a for a, _ in spans]
+        aten, kernels, calls = self.traced
+        for ev in events:
             name = ev.name
             if name.startswith("aten::"):
-                self.aten_ops.add(name[6:])
+                k = bisect.bisect_right(starts, ev.time_range.start) - 1
+                if k >= 0 and ev.time_range.start <= spans[k][1]:
+                    aten.add(name[6:])
             elif getattr(ev, "device_type", None) is not None and "CUDA" in str(ev.device_type):
-                self.kernels.add(name)
-        return out
+                kernels.add(name)
+        self.traced = (aten, kernels, calls + len(spans))
 
     def _model_class(self):
         job = self.job
@@ -424,6 +460,8 @@ class _CandidateState:
                 return out.float() if isinstance(out, torch.Tensor) else out
 
             return autocast
+        if kind == "candidate":
+            return _marked(model)
         return model
 
     def _poison(self) -> None:

@@ -1,0 +1,64 @@
+"""The judge's timed loop, seen from the child's side of the pipe: what each call is told.
+
+A child that speaks the protocol itself (a forger) sees exactly these commands, so nothing in
+them may say which calls the judge will re-check.
+"""
+
+import random
+
+from fitness.judge import EvalOptions, _Protocol
+from fitness.lockstep import run_ticks
+from fitness.processes import Message
+from fitness.results import EvalResult, Status
+from fitness.workloads import resolve_workload
+
+
+class RecordingChild:
+    """The judge's end of a pipe to a child that answers every tick at once."""
+
+    def __init__(self):
+        self.sent: list[tuple[str, dict]] = []
+
+    def send(self, kind: str, **fields) -> None:
+        self.sent.append((kind, fields))
+
+
+def answer(child: RecordingChild, kind: str, phase: str) -> Message:
+    last_kind, last = child.sent[-1]
+    if kind == "tick":
+        assert last_kind == "tick"
+        return Message("tick", {"i": last["i"], "sample": 1.0, "tail": 0.0}, [])
+    assert last_kind == "fetch"
+    return Message("output", {"index": last["index"]}, [])
+
+
+def test_every_tick_command_looks_the_same_and_fetches_come_after_the_answer():
+    child = RecordingChild()
+    seeds = [random.randrange(1, 2**31) for _ in range(20)]
+    fetch = {3: 0, 11: 1, 17: 2}
+    ticks = run_ticks(child, seeds, answer, fetch=fetch)
+    tick_cmds = [f for k, f in child.sent if k == "tick"]
+    assert [f["i"] for f in tick_cmds] == list(range(20))
+    assert {frozenset(f) for f in tick_cmds} == {frozenset({"i", "seed", "noop"})}
+    assert [f["seed"] for f in tick_cmds] == seeds
+    # a fetch names the call just answered, never one still to come
+    positions = [n for n, (k, _) in enumerate(child.sent) if k == "fetch"]
+    assert [child.sent[p - 1][1]["i"] for p in positions] == sorted(fetch)
+    assert [child.sent[p][1]["index"] for p in positions] == [0, 1, 2]
+    assert [m.fields["index"] for m in ticks.rechecks] == [0, 1, 2]
+
+
+def test_rechecked_calls_are_drawn_independently_and_never_none():
+    """Each timed call after the first is re-checked with the same chance, at least one in all:
+    the count varies, so seeing some re-checks says nothing about the calls still to come."""
+    workload = resolve_workload("builtin:matmul")
+    counts = set()
+    for s in range(200):
+        opts = EvalOptions(device="cpu", samples=20, rechecks=3, seed=s).resolved()
+        proto = _Protocol("", workload, opts, EvalResult(Status.CORRECT, ""))
+        assert proto.recheck_at, s
+        assert 0 not in proto.recheck_at and max(proto.recheck_at) < 20
+        assert len(proto.rechecks) == len(proto.recheck_at)
+        assert [r.seed for r in proto.rechecks] == [proto.tick_seeds[i] for i in proto.recheck_at]
+        counts.add(len(proto.recheck_at))
+    assert len(counts) >= 4, counts
