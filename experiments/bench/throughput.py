@@ -4,7 +4,10 @@ Each candidate runs the full protocol (reference, correctness rounds, JIT compil
 samples, re-checks) in fresh processes. Baselines are left out: a run times them once per
 workload and then reads them from the cache.
 
-Usage: python -m experiments.bench.throughput [--n 36] [--out F]
+Usage: python -m experiments.bench.throughput [--n 36] [--budget-s S] [--out F]
+
+Each verdict is printed to stderr as it lands. With --budget-s, no candidate starts after S
+seconds, and the rate is that of the verdicts that finished.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from collections import Counter
 
@@ -28,6 +32,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=36)
     ap.add_argument("--out", default="")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--budget-s", type=float, default=0.0)
     args = ap.parse_args()
     batch = candidate_batch(args.n)
     service = FitnessService(device=args.device, cache=False)
@@ -38,7 +43,19 @@ def main() -> None:
     warm_s = time.perf_counter() - t
     reqs = [EvalRequest(source=src, workload=w, options=FAST) for w, src in batch]
     t = time.perf_counter()
-    results = service.evaluate_many(reqs)
+    results = []
+    for k, req in enumerate(reqs):  # one at a time (Triton: nothing to compile ahead)
+        if args.budget_s and time.perf_counter() - t > args.budget_s:
+            break
+        r = service.evaluate_many([req])[0]
+        results.append(r)
+        el = time.perf_counter() - t
+        print(
+            f"[{k + 1}/{len(reqs)}] {el:6.1f}s {req.workload} {r['status']} "
+            f"{r['eval_seconds']:.1f}s {r['reason'][:80]}",
+            file=sys.stderr,
+            flush=True,
+        )
     wall = time.perf_counter() - t
     statuses = Counter(r["status"] for r in results)
     per = [r["eval_seconds"] for r in results]

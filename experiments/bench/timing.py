@@ -55,9 +55,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default="")
+    ap.add_argument("--only", default="", help="comma-separated workloads of KERNELS to run")
     args = ap.parse_args()
+    only = {w for w in args.only.split(",") if w}
     rows = []
     for name, overrides in KERNELS:
+        if only and name not in only:
+            continue
         w = resolve_workload(name, overrides=overrides or None)
         src = w.seed_path.read_text()
         medians = []
@@ -85,9 +89,9 @@ def main() -> None:
             f"do_bench {ref:8.4f} ms  ratio {ours / ref:6.4f}",
             flush=True,
         )
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(rows, f, indent=1)
+        if args.out:  # after every kernel, so a cut-off run keeps what it measured
+            with open(args.out, "w") as f:
+                json.dump(rows, f, indent=1)
 
 
 if __name__ == "__main__":
