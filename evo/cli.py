@@ -38,6 +38,29 @@ def _parser() -> argparse.ArgumentParser:
     wc.add_argument("--kernelbench")
     wc.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     wc.add_argument("--json", action="store_true")
+
+    for name, what in (
+        ("run", "evolve kernels for a config's workloads"),
+        ("sweep", "evolve many workloads on a Ray cluster"),
+    ):
+        r = sub.add_parser(name, help=what)
+        r.add_argument(
+            "config",
+            nargs="?" if name == "run" else None,
+            help="experiment YAML (default: experiments/quickstart.yaml)",
+        )
+        r.add_argument("--run-dir", help="local path or URI (default: runs/<date>-<name>/)")
+        r.add_argument("--from", dest="from_run", help="seed the islands from this run's best")
+        r.add_argument("--max-evals", type=int, help="evaluation budget of the whole run")
+        r.add_argument(
+            "--llm", help="offline | openai:MODEL | anthropic:MODEL | command:CMD | replay:RUN_DIR"
+        )
+        r.add_argument("--address", help="join this Ray cluster (default: an embedded one)")
+        r.add_argument("--quiet", action="store_true", help="no live view")
+    rs = sub.add_parser("resume", help="continue a stopped run from its run directory")
+    rs.add_argument("run_dir")
+    rs.add_argument("--max-evals", type=int, help="a new evaluation budget for the whole run")
+    rs.add_argument("--quiet", action="store_true")
     return p
 
 
@@ -48,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             return _eval(args)
         if args.command == "workloads":
             return _workloads(args)
+        if args.command in ("run", "sweep", "resume"):
+            return _run(args)
     except EvoError as e:
         print(f"evo: error: {e}", file=sys.stderr)
         return 2
@@ -153,6 +178,46 @@ def _workloads(args) -> int:
             print(f"{name:14s} {r.status.value:18s} {r.reason}")
         verdict = "DEGENERATE" if report.degenerate else "ok (every null candidate fails)"
         print(f"{workload.name}: {verdict}")
+    return 0
+
+
+def _run(args) -> int:
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():  # the interpreter path: set before any kernel exists
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    from evo import engine
+    from evo.config import default_run_dir, load_config
+
+    if args.command == "resume":
+        res = engine.resume(args.run_dir, args.max_evals, args.quiet)
+    else:
+        over = {}
+        if args.max_evals is not None:
+            over["budgets.max_evals"] = args.max_evals
+        if args.llm:
+            over["llm.spec"] = args.llm
+        if args.address:
+            over["address"] = args.address
+        if args.run_dir:
+            over["run_dir"] = args.run_dir
+        cfg = load_config(args.config, over)
+        if cfg.llm.spec != "offline":
+            raise EvoError(
+                f"llm.spec {cfg.llm.spec!r}: LLM operators are not built yet; run with --llm "
+                "offline (the offline parameter operator)"
+            )
+        print(
+            "evo: no LLM configured: the offline parameter operator mutates launch and tiling "
+            "parameters only",
+            file=sys.stderr,
+        )
+        run_dir = cfg.run_dir or default_run_dir(cfg)
+        res = engine.run_config(cfg, run_dir, args.from_run, args.quiet)
+    print(json.dumps(res, default=str))
     return 0
 
 

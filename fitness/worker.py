@@ -58,6 +58,8 @@ class FitnessService:
         self._ids = itertools.count()
         self._queue: queue.Queue = queue.Queue()
         self._done: queue.Queue = queue.Queue()
+        self._waiters: dict[str, Future] = {}  # evaluate_many's own requests
+        self._lock = threading.Lock()
         self._workloads: dict[tuple, Workload] = {}
         self._last_device = ("", {})  # device name and versions, learnt from the first verdict
         self.evaluated = 0
@@ -93,13 +95,21 @@ class FitnessService:
         return self.evaluate_many([request])[0]
 
     def evaluate_many(self, requests: list) -> list[dict]:
-        """Submit all (their builds start at once), then wait for every verdict, in order."""
-        ids = [self.submit(r) for r in requests]
-        got: dict[str, dict] = {}
-        while len(got) < len(ids):
-            for rid, res in self.poll(timeout=1.0):
-                got[rid] = res
-        return [got[i] for i in ids]
+        """Submit all (their builds start at once), then wait for every verdict, in order.
+
+        Safe from several threads at once (a Ray actor with max_concurrency): each caller
+        waits on its own requests' futures, never on the shared `poll` queue."""
+        reqs = [r if isinstance(r, EvalRequest) else EvalRequest(**r) for r in requests]
+        futures = []
+        for req in reqs:
+            if not req.request_id:
+                req.request_id = f"r{next(self._ids)}"
+            fut: Future = Future()
+            with self._lock:
+                self._waiters[req.request_id] = fut
+            futures.append(fut)
+            self.submit(req)
+        return [f.result() for f in futures]
 
     def info(self) -> dict:
         return {
@@ -120,7 +130,12 @@ class FitnessService:
             except Exception as e:  # noqa: BLE001 - the service must outlive any request
                 res = EvalResult(Status.RUNTIME_ERROR, f"fitness service fault: {e!r}")
             self.evaluated += 1
-            self._done.put((req.request_id, res.to_dict()))
+            with self._lock:
+                waiter = self._waiters.pop(req.request_id, None)
+            if waiter is not None:
+                waiter.set_result(res.to_dict())
+            else:
+                self._done.put((req.request_id, res.to_dict()))
 
     def _judge(self, req: EvalRequest, build: Future | None) -> EvalResult:
         workload = self._workload(req)

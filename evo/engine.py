@@ -1,0 +1,594 @@
+"""The driver of a run: island hosts and fitness workers on Ray, budgets, checkpoints, resume.
+
+Steady state, no generation barrier: each island keeps `population.in_flight` children in
+flight; a verdict is folded into its island as soon as it lands, and the island proposes again.
+In deterministic mode an island's verdicts are folded in step order and it proposes only right
+after a fold, so its proposals depend on nothing but the seed and the verdicts; a resume then
+replays the lineage and continues exactly where an uninterrupted run would be.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import ray
+
+from evo.budget import Budget, BudgetExceeded
+from evo.config import RunConfig, load_config
+from evo.island import IslandHost
+from evo.lineage import LineageWriter, read_table
+from evo.rundir import RunDir
+from fitness.errors import EvoError
+from fitness.workloads import resolve_workload
+
+WORKER_DIED = "fitness worker died during the evaluation"
+
+
+@dataclass
+class Progress:
+    """What the live view shows; updated by the driver loop."""
+
+    evaluated: int = 0
+    started: float = field(default_factory=time.monotonic)
+    statuses: dict = field(default_factory=lambda: defaultdict(int))
+    best: dict = field(default_factory=dict)  # workload -> best fitness
+    busy_s: float = 0.0
+
+    def rate(self) -> float:
+        return self.evaluated / max(time.monotonic() - self.started, 1e-9) * 60
+
+
+class FitnessPool:
+    """One FitnessService actor per GPU (or CPU workers on the interpreter), fed round-robin
+    by outstanding load; a worker that dies is replaced and its candidates get a verdict."""
+
+    def __init__(self, run_id: str, device: str, workers: int | None = None):
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        self.gpu = gpus > 0 and device != "cpu"
+        self.n = workers or (gpus if self.gpu else 1)
+        self.run_id, self.device = run_id, device
+        self.workers = [self._start(k) for k in range(self.n)]
+        self.load = [0] * self.n
+        self.restarts = 0
+
+    def _start(self, k: int):
+        from fitness.worker import FitnessService
+
+        res = {"num_gpus": 1, "num_cpus": 0} if self.gpu else {"num_cpus": 0.5}
+        cls = ray.remote(max_concurrency=4, **res)(FitnessService)
+        name = f"evo-fitness-{self.run_id}-{k}"
+        return cls.options(name=name, max_restarts=0).remote(device=self.device)
+
+    def submit(self, request: dict):
+        k = min(range(self.n), key=lambda i: self.load[i])
+        self.load[k] += 1
+        return self.workers[k].evaluate.remote(request), k
+
+    def done(self, k: int) -> None:
+        self.load[k] -= 1
+
+    def replace(self, k: int) -> None:
+        try:
+            ray.kill(self.workers[k])
+        except Exception:  # noqa: BLE001 - it is already gone
+            pass
+        self.workers[k] = self._start(k)
+        self.load[k] = 0
+        self.restarts += 1
+
+
+class Engine:
+    """One run (or resume) of a config in a run directory."""
+
+    def __init__(self, cfg: RunConfig, run_dir: str, resume: bool = False, quiet: bool = False):
+        self.cfg, self.quiet, self.resume = cfg, quiet, resume
+        self.rd = RunDir(run_dir)
+        self.run_id = ""
+        self.stop_reason = ""
+        self.progress = Progress()
+        self._stop = threading.Event()
+        self.epochs: dict[str, int] = {}  # deterministic mode: migrations done per workload
+
+    # -- setup
+    def _workloads(self) -> dict[str, dict]:
+        """workload name -> {backend: seed source}; a workload without a seed is an error."""
+        out = {}
+        kb_root = self.cfg.kernelbench.root if self.cfg.kernelbench else None
+        for name in self.cfg.workloads:
+            w = resolve_workload(name, kb_root)
+            seeds = {}
+            for backend in self.cfg.backends:
+                if backend == "triton" and w.seed_path is not None:
+                    seeds[backend] = w.seed_path.read_text()
+            if not seeds:
+                raise EvoError(
+                    f"workload {name}: no seed kernel for {', '.join(self.cfg.backends)}; the "
+                    "offline operator needs one to mutate (LLM operators can start from none)"
+                )
+            out[w.name] = seeds
+        return out
+
+    def run(self, from_run: str | None = None) -> dict:
+        self.rd.lock()
+        try:
+            return self._run(from_run)
+        finally:
+            self.rd.unlock()
+
+    def _run(self, from_run: str | None) -> dict:
+        if self.cfg.migration.cross_backend:
+            raise EvoError(
+                "migration.cross_backend: islands of different backends trade through the "
+                "translate operator, which is not built yet; set it to false"
+            )
+        ckpt = self.rd.latest_checkpoint() if self.resume else None
+        if self.resume and ckpt is None and not self.cfg.deterministic:
+            raise EvoError(f"{self.rd.uri}: no committed checkpoint to resume from")
+        self.run_id = (
+            ckpt["run_id"]
+            if ckpt
+            else (self._recorded_run_id() if self.resume else uuid.uuid4().hex[:8])
+        )
+        if not self.resume:
+            if self.rd.exists("candidates"):
+                raise EvoError(f"{self.rd.uri} already holds a run; use `evo resume` on it")
+            self.rd.write_text("config.yaml", _yaml(self.cfg))
+        b = self.cfg.budgets
+        self.budget = Budget(
+            max_evals=b.max_evals,
+            wall_seconds=b.wall_seconds,
+            llm_dollars=b.llm_dollars,
+            llm_tokens=b.llm_tokens,
+            gpu_seconds=b.gpu_seconds,
+            per_workload_max_evals=b.per_workload_max_evals,
+        )
+        if ckpt:
+            self.budget.set_state(ckpt["budget"])
+        self.events = LineageWriter(self.rd.uri, "events", "driver")
+        self._start_ray()
+        seeds = self._workloads()
+        cfg_d = self.cfg.to_dict()
+        host_cls = ray.remote(num_cpus=0.1)(IslandHost)
+        self.hosts = {
+            w: host_cls.remote(self.run_id, self.rd.uri, w, s, cfg_d) for w, s in seeds.items()
+        }
+        self.islands = {
+            w: [n for n in ray.get(h.summary.remote())["next_step"]] for w, h in self.hosts.items()
+        }
+        self.pool = FitnessPool(self.run_id, self.cfg.fitness.device)
+        self._event(
+            "placement",
+            "",
+            {"workers": self.pool.n, "gpu": self.pool.gpu, "hosts": len(self.hosts)},
+        )
+        resubmit = self._restore(ckpt, from_run)
+        self._install_signals()
+        try:
+            self._loop(resubmit)
+        finally:
+            self._shutdown()
+        return self._result()
+
+    def _recorded_run_id(self) -> str:
+        ids = read_table(self.rd.uri, "candidates", columns=["run_id"]).column("run_id")
+        if len(ids) == 0:
+            raise EvoError(f"{self.rd.uri}: nothing recorded to resume")
+        return ids[0].as_py()
+
+    def _start_ray(self) -> None:
+        if ray.is_initialized():
+            return
+        if self.cfg.address:
+            ray.init(address=self.cfg.address, log_to_driver=False)
+        else:
+            ray.init(include_dashboard=False, log_to_driver=False)
+
+    # -- resume
+    def _restore(self, ckpt: dict | None, from_run: str | None) -> list[dict]:
+        """Bring islands back; returns proposals to submit again (never recorded)."""
+        self.recorded: dict[str, dict] = {}
+        if from_run:
+            self._seed_from(from_run)
+        if not self.resume:
+            return []
+        rows = read_table(self.rd.uri, "candidates").to_pylist()
+        if self.cfg.deterministic:
+            # Replay: every proposal is made again; recorded ones take their recorded verdict.
+            self.recorded = {r["candidate_id"]: r for r in rows}
+            ids = list(self.recorded)
+            ray.get([h.set_recorded.remote(ids) for h in self.hosts.values()])
+            evals = defaultdict(int)
+            for r in rows:
+                if not r.get("is_migrant"):
+                    evals[r["workload"]] += 1
+            self.budget.set_evals(dict(evals))
+            self._event("resume", "", {"mode": "replay", "recorded": len(rows)})
+            return []
+        done = {w: set(ids) for w, ids in ckpt["integrated"].items()}
+        for w, h in self.hosts.items():
+            ray.get(h.set_state.remote(ckpt["hosts"][w]))
+            later = [r for r in rows if r["workload"] == w and r["candidate_id"] not in done[w]]
+            ray.get(h.fold_rows.remote(later))
+        have = {r["candidate_id"] for r in rows}
+        again = [p for p in ckpt["in_flight"] if p["candidate_id"] not in have]
+        self._event(
+            "resume",
+            "",
+            {
+                "checkpoint": self.rd.latest_checkpoint_number(),
+                "folded": len(rows),
+                "resubmitted": len(again),
+            },
+        )
+        return again
+
+    def _seed_from(self, run: str) -> None:
+        cols = ["candidate_id", "workload", "backend", "island", "source", "status", "fitness"]
+        t = read_table(run, "candidates", columns=cols).to_pandas()
+        t = t[(t.status == "correct") & t.fitness.notna()]
+        for w, h in self.hosts.items():
+            top = (
+                t[t.workload == w]
+                .sort_values("fitness", ascending=False)
+                .head(self.cfg.population.cap)
+            )
+            n = ray.get(h.seed_from.remote(top.to_dict("records")))
+            self._event("seeded", "", {"workload": w, "from": run, "members": n})
+
+    # -- the loop
+    def _loop(self, resubmit: list[dict]) -> None:
+        k = self.cfg.population.in_flight
+        det = self.cfg.deterministic
+        self.pending: dict = {}  # ObjectRef -> (workload, proposal, worker)
+        self.in_flight: dict[str, list[dict]] = defaultdict(list)  # island -> proposals
+        self.buffer: dict[str, dict[int, tuple]] = defaultdict(dict)  # det: step -> item
+        self.next_fold: dict[str, int] = {}
+        self.next_fold = {isl: 0 for w in self.hosts for isl in self.islands[w]}
+        self.proposed: dict[str, int] = defaultdict(int)
+        self.quota = self._quotas() if det else {}
+        for p in resubmit:
+            self._submit(p["workload"], p)
+        for w in self.hosts:
+            for isl in self.islands[w]:
+                self._propose(w, isl, k - len(self.in_flight[isl]))
+            if det:
+                self._fold_ready(w)
+        last_ckpt = time.monotonic()
+        with _live(self) as live:
+            while self.pending:
+                if self._stop.is_set():
+                    self.stop_reason = self.stop_reason or "signal"
+                    break
+                ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
+                for ref in ready:
+                    self._landed(ref, det, k)
+                if time.monotonic() - last_ckpt > self.cfg.checkpoint_seconds:
+                    self.checkpoint()
+                    last_ckpt = time.monotonic()
+                live()
+            if not self.stop_reason:
+                spent = self.quota and all(self.proposed[i] >= q for i, q in self.quota.items())
+                self.stop_reason = (
+                    "budget: max_evals" if spent else "no island has anything left to propose"
+                )
+            self.checkpoint()
+
+    def _landed(self, ref, det: bool, k: int) -> None:
+        w, prop, worker = self.pending.pop(ref)
+        self.pool.done(worker)
+        try:
+            verdict = ray.get(ref)
+        except ray.exceptions.RayError as e:
+            died = isinstance(e, ray.exceptions.RayActorError)
+            verdict = _died(prop, e, WORKER_DIED if died else "fitness service fault")
+            detail = {
+                "worker": worker,
+                "error": str(e)[-1500:],
+                "candidate_id": prop["candidate_id"],
+            }
+            self._event("fault", prop["island"], detail)
+            if died:
+                self.pool.replace(worker)
+        self._account(verdict)
+        isl = prop["island"]
+        if det:
+            self.buffer[isl][prop["step"]] = (prop, verdict)
+            self._fold_ready(w)
+            return
+        self._drop(isl, prop)
+        ray.get(self.hosts[w].integrate.remote([(prop, verdict)]))
+        if self.progress.evaluated % max(1, self.cfg.migration.interval) == 0:
+            self._migrate(w)
+        self._propose(w, isl, k - len(self.in_flight[isl]))
+
+    def _quotas(self) -> dict[str, int]:
+        """Deterministic mode splits the evaluation budget between islands in a fixed way, so
+        which children get judged does not depend on which verdict landed first."""
+        total = self.cfg.budgets.max_evals
+        names = [isl for w in self.hosts for isl in self.islands[w]]
+        if total is None:
+            return {}
+        share, extra = divmod(total, len(names))
+        return {isl: share + (1 if j < extra else 0) for j, isl in enumerate(names)}
+
+    def _drop(self, isl: str, prop: dict) -> None:
+        self.in_flight[isl] = [p for p in self.in_flight[isl] if p is not prop]
+
+    def _fold_ready(self, w: str) -> None:
+        """Deterministic mode: fold each island's verdicts in step order and propose right
+        after each fold (so what an island proposes depends on nothing but its verdicts);
+        migrate at step epochs, once every island has folded the epoch's steps (an island
+        with nothing left to fold or propose does not hold the others back)."""
+        k = self.cfg.population.in_flight
+        m = self.cfg.migration
+        islands = self.islands[w]
+        migrating = m.topology != "none" and m.rate > 0 and len(islands) > 1
+        moved = True
+        while moved:
+            moved = False
+            for isl in islands:
+                while True:
+                    s = self.next_fold[isl]
+                    if migrating and s >= (self.epochs.get(w, 0) + 1) * m.interval:
+                        break
+                    if s not in self.buffer[isl]:
+                        break
+                    prop, verdict = self.buffer[isl].pop(s)
+                    record = prop["candidate_id"] not in self.recorded
+                    ray.get(self.hosts[w].integrate.remote([(prop, verdict)], record))
+                    self.next_fold[isl] += 1
+                    self._drop(isl, prop)
+                    self._propose(w, isl, k - len(self.in_flight[isl]))
+                    moved = True
+            if migrating:
+                edge = (self.epochs.get(w, 0) + 1) * m.interval
+                if all(self.next_fold[i] >= edge or not self.in_flight[i] for i in islands):
+                    if any(self.next_fold[i] >= edge for i in islands):
+                        self._migrate(w)
+                        self.epochs[w] = self.epochs.get(w, 0) + 1
+                        moved = True
+
+    def _migrate(self, w: str) -> None:
+        m = self.cfg.migration
+        if m.topology == "none" or m.rate == 0 or len(self.islands[w]) < 2:
+            return
+        ray.get(self.hosts[w].migrate.remote(m.topology, m.rate))
+
+    def _propose(self, w: str, isl: str, n: int) -> None:
+        if self.stop_reason:
+            return
+        quota = self.quota.get(isl)
+        if quota is not None:
+            n = min(n, quota - self.proposed[isl])
+        if n <= 0:
+            return
+        for prop in ray.get(self.hosts[w].propose.remote(isl, n)):
+            self.proposed[isl] += 1
+            if prop["candidate_id"] in self.recorded:  # replay: the recorded verdict stands
+                rec = self.recorded[prop["candidate_id"]]
+                if rec["source_hash"] != prop["source_hash"]:
+                    raise EvoError(
+                        f"replay diverged at {prop['candidate_id']}: the lineage holds another "
+                        "child there (was the run deterministic, with the same config?)"
+                    )
+                self.in_flight[isl].append(prop)
+                self.buffer[isl][prop["step"]] = (prop, _verdict_of(rec))
+                continue
+            try:
+                self.budget.reserve_eval(w)
+            except BudgetExceeded as e:
+                self._budget_stop(e.kind)
+                return
+            self._submit(w, prop)
+
+    def _submit(self, w: str, prop: dict) -> None:
+        req = {
+            "source": prop["source"],
+            "workload": w,
+            "backend": prop["backend"],
+            "precision": self.cfg.fitness.precision,
+            "kernelbench_root": self.cfg.kernelbench.root if self.cfg.kernelbench else None,
+            "options": self._eval_options(),
+        }
+        ref, worker = self.pool.submit(req)
+        self.pending[ref] = (w, prop, worker)
+        self.in_flight[prop["island"]].append(prop)
+
+    def _eval_options(self) -> dict:
+        f = self.cfg.fitness
+        opts = {"timeout": f.timeout}
+        if f.samples:
+            opts["samples"] = f.samples
+        return opts
+
+    def _account(self, verdict: dict) -> None:
+        self.progress.evaluated += 1
+        self.progress.statuses[verdict.get("status", "?")] += 1
+        secs = float(verdict.get("eval_seconds") or 0.0)
+        self.progress.busy_s += secs
+        if self.pool.gpu:
+            self.budget.add_gpu_seconds(secs)
+        kind = self.budget.exhausted()
+        if kind:
+            self._budget_stop(kind)
+
+    def _budget_stop(self, kind: str) -> None:
+        if self.stop_reason:
+            return
+        self.stop_reason = f"budget: {kind}"
+        self._event("budget_stop", "", {"kind": kind, **self.budget.snapshot()})
+
+    # -- checkpoints and the end
+    def checkpoint(self) -> int:
+        states = ray.get([h.get_state.remote() for h in self.hosts.values()])
+        hosts = dict(zip(self.hosts, states, strict=True))
+        rows = read_table(self.rd.uri, "candidates", columns=["candidate_id", "workload"])
+        integrated: dict[str, list] = defaultdict(list)
+        for cid, w in zip(
+            rows.column("candidate_id").to_pylist(),
+            rows.column("workload").to_pylist(),
+            strict=True,
+        ):
+            integrated[w].append(cid)
+        state = {
+            "run_id": self.run_id,
+            "hosts": hosts,
+            "budget": self.budget.get_state(),
+            "in_flight": [p for props in self.in_flight.values() for p in props],
+            "integrated": {w: integrated.get(w, []) for w in self.hosts},
+        }
+        n = self.rd.write_checkpoint(state)
+        self._event("checkpoint", "", {"number": n, "in_flight": len(state["in_flight"])})
+        self.events.flush()
+        return n
+
+    def _shutdown(self) -> None:
+        ray.get([h.close.remote() for h in self.hosts.values()])
+        self.events.close()
+        for wkr in self.pool.workers:
+            ray.kill(wkr)
+
+    def _result(self) -> dict:
+        best = {}
+        for w, h in self.hosts.items():
+            s = ray.get(h.summary.remote())
+            vals = [v for v in s["best"].values() if v is not None]
+            best[w] = max(vals) if vals else None
+        return {
+            "run_id": self.run_id,
+            "run_dir": self.rd.uri,
+            "stop": self.stop_reason,
+            "evaluated": self.progress.evaluated,
+            "best": best,
+            "statuses": dict(self.progress.statuses),
+        }
+
+    def _event(self, kind: str, island: str, detail: dict) -> None:
+        import json
+        from datetime import UTC, datetime
+
+        self.events.append(
+            {
+                "run_id": self.run_id,
+                "kind": kind,
+                "island": island,
+                "detail": json.dumps(detail, sort_keys=True, default=str),
+                "created_at": datetime.now(UTC),
+            }
+        )
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self._stop.set())
+
+
+def _verdict_of(row: dict) -> dict:
+    keys = (
+        "status",
+        "reason",
+        "runtime_ms",
+        "runtime_iqr_ms",
+        "speedup_vs_eager",
+        "speedup_vs_compile",
+        "sol_ms",
+        "sol_fraction",
+        "max_abs_err",
+        "max_rel_err",
+        "device",
+        "versions",
+        "precision",
+        "atol",
+        "rtol",
+        "comparable",
+        "audit",
+        "protocol_version",
+        "baseline_eager_ms",
+        "baseline_compile_ms",
+        "eval_seconds",
+    )
+    v = {k: row.get(k) for k in keys}
+    v["metrics"] = dict(row.get("metrics") or {})  # a Parquet map reads back as pairs
+    v["versions"] = dict(row.get("versions") or {})
+    return v
+
+
+def _died(prop: dict, e: Exception, what: str) -> dict:
+    return {
+        "status": "runtime_error",
+        "reason": f"{what}: {type(e).__name__}",
+        "workload": prop["workload"],
+        "backend": prop["backend"],
+        "metrics": {},
+        "versions": {},
+        "comparable": False,
+        "audit": False,
+    }
+
+
+def _yaml(cfg: RunConfig) -> str:
+    import yaml
+
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+
+
+class _live:
+    """The live terminal view (rich), or nothing with --quiet."""
+
+    def __init__(self, engine: Engine):
+        self.e = engine
+        self.live = None
+
+    def __enter__(self):
+        if self.e.quiet:
+            return lambda: None
+        from rich.live import Live
+
+        self.live = Live(self._render(), refresh_per_second=2, transient=False)
+        self.live.__enter__()
+        return lambda: self.live.update(self._render())
+
+    def __exit__(self, *exc):
+        if self.live is not None:
+            self.live.update(self._render())
+            self.live.__exit__(*exc)
+
+    def _render(self):
+        from rich.table import Table
+
+        p, e = self.e.progress, self.e
+        t = Table(title=f"evo run {e.run_id}  {e.rd.uri}", show_header=False)
+        busy = p.busy_s / max(time.monotonic() - p.started, 1e-9) / max(e.pool.n, 1)
+        t.add_row("evaluations", f"{p.evaluated}  ({p.rate():.1f}/min)")
+        t.add_row("worker busy", f"{100 * min(busy, 1.0):.0f}%  ({e.pool.n} workers)")
+        t.add_row("statuses", ", ".join(f"{k} {v}" for k, v in sorted(p.statuses.items())))
+        snap = e.budget.snapshot()
+        t.add_row("llm", f"${snap.get('llm_dollars', 0):.4f}, {snap.get('llm_tokens', 0)} tokens")
+        if e.stop_reason:
+            t.add_row("stopping", e.stop_reason)
+        return t
+
+
+def run_config(cfg: RunConfig, run_dir: str, from_run: str | None = None, quiet: bool = False):
+    return Engine(cfg, run_dir, quiet=quiet).run(from_run)
+
+
+def resume(run_dir: str, max_evals: int | None = None, quiet: bool = False) -> dict:
+    rd = RunDir(run_dir)
+    if not rd.exists("config.yaml"):
+        raise EvoError(f"{run_dir}: no config.yaml; is this a run directory?")
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(rd.read_text("config.yaml"))
+    over = {"run_dir": run_dir}
+    if max_evals is not None:
+        over["budgets.max_evals"] = max_evals
+    cfg = load_config(f.name, over)
+    return Engine(cfg, run_dir, resume=True, quiet=quiet).run()

@@ -1,0 +1,304 @@
+"""Islands: small populations of one workload's candidates, hosted together in one Ray actor.
+
+An island is the unit of evolution (workload, backend, index). `IslandHost` holds every island
+of one workload: it picks parents, asks the operator for children, folds verdicts into the
+populations, writes the lineage rows of its islands, and migrates between them. The driver
+decides when to propose and integrate; the host decides what.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime
+
+from evo.candidate import Proposal, candidate_id, candidate_row, fitness_function, score
+from evo.lineage import LineageWriter
+from evo.migration import as_migrant, pick_migrants, targets
+from evo.population import Member, Population
+from evo.selection import make_strategy
+from fitness.judge import source_hash
+from operators.offline import ParamOperator
+
+CROSSOVER_RATE = 0.2  # of proposals, when an island holds two or more members
+DEDUP_ATTEMPTS = 8  # proposals tried before a step is given up as a duplicate
+
+
+def island_name(workload: str, backend: str, index: int) -> str:
+    return f"{workload}|{backend}|{index}"
+
+
+class IslandHost:
+    """Every island of one workload. Plain Python; `evo.engine` runs it as a Ray actor."""
+
+    def __init__(self, run_id: str, run_dir: str, workload: str, seeds: dict, cfg: dict):
+        self.run_id, self.workload, self.cfg = run_id, workload, cfg
+        pop_cfg, sel = cfg["population"], dict(cfg["selection"])
+        self.deterministic = bool(cfg.get("deterministic"))
+        self.seed = int(cfg.get("seed", 0))
+        self.seeds = dict(seeds)  # backend -> seed source
+        self.islands = [
+            island_name(workload, b, i) for b in self.seeds for i in range(pop_cfg["islands"])
+        ]
+        self.pops = {
+            name: Population(pop_cfg["cap"], pop_cfg["elites"], pop_cfg["failure_pool"])
+            for name in self.islands
+        }
+        strategy = sel.pop("strategy")
+        params = {
+            "tournament": {"size": sel["tournament_size"]},
+            "fitness_proportional": {"penalty": sel["offspring_penalty"]},
+            "map_elites": {"descriptors": tuple(sel["descriptors"]), "bins": sel["bins"]},
+        }[strategy]
+        self.strategies = {n: make_strategy(strategy, **params) for n in self.islands}
+        self.rngs = {n: random.Random(f"{self.seed}/{n}") for n in self.islands}
+        self.next_step = dict.fromkeys(self.islands, 0)
+        self.migrations = 0
+        self.operator = ParamOperator()
+        self.fitness = fitness_function(cfg["fitness"]["metric"])
+        slug = workload.replace(":", "_").replace("/", "_")
+        self.rows = LineageWriter(run_dir, "candidates", slug)
+        self.recorded: set[str] = set()  # ids already in the lineage (a deterministic replay)
+        self.events = LineageWriter(run_dir, "events", slug)
+
+    # -- proposing
+    def propose(self, island: str, n: int) -> list[dict]:
+        """Up to `n` children of `island` (step 0 is the backend's seed); fewer when the
+        operator has nothing new to offer. Each proposal takes the island's next step."""
+        out = []
+        for _ in range(n):
+            prop = self._propose_one(island)
+            if prop is None:
+                break
+            out.append(prop.to_dict())
+        return out
+
+    def _propose_one(self, island: str) -> Proposal | None:
+        backend = island.split("|")[1]
+        pop, step = self.pops[island], self.next_step[island]
+        if step == 0:
+            return self._proposal(island, self.seeds[backend], "seed", ())
+        if not pop.members:
+            return None
+        rng = self._rng(island, step)
+        strategy = self.strategies[island]
+        for _ in range(DEDUP_ATTEMPTS):
+            if len(pop.members) >= 2 and rng.random() < CROSSOVER_RATE:
+                a, b = strategy.select(pop, rng, k=2)
+                child, op, parents = (
+                    self.operator.crossover(a.source, b.source, rng),
+                    "crossover",
+                    (a, b),
+                )
+            else:
+                (a,) = strategy.select(pop, rng, k=1)
+                child, op, parents = self.operator.mutate(a.source, rng), "mutate", (a,)
+            if child is None:
+                continue
+            if pop.seen(source_hash(child)):
+                self._event("duplicate", island, {"step": step, "operator": op})
+                continue
+            for p in parents:
+                strategy.on_child(p)
+            desc = self.operator.describe(parents[0].source, child)
+            return self._proposal(
+                island, child, f"offline_{op}", tuple(p.candidate_id for p in parents), desc
+            )
+        return None
+
+    def _proposal(self, island, source, operator, parents, desc="") -> Proposal:
+        step = self.next_step[island]
+        self.next_step[island] = step + 1
+        return Proposal(
+            candidate_id=candidate_id(self.run_id, island, step),
+            workload=self.workload,
+            backend=island.split("|")[1],
+            island=island,
+            step=step,
+            source=source,
+            source_hash=source_hash(source),
+            operator=operator,
+            parent_ids=parents,
+            extra={"description": desc} if desc else {},
+        )
+
+    def _rng(self, island: str, step: int) -> random.Random:
+        """Deterministic mode: a generator per (island, step), so a proposal depends only on
+        the population it sees; otherwise the island's own generator (checkpointed)."""
+        if self.deterministic:
+            return random.Random(f"{self.seed}/{island}/{step}")
+        return self.rngs[island]
+
+    # -- integrating
+    def integrate(self, items: list[tuple[dict, dict]], record: bool = True) -> dict:
+        """Fold judged proposals into their islands; write their rows unless `record` is off
+        (rows already in the lineage, folded back on resume)."""
+        for prop_d, verdict in items:
+            prop = Proposal.from_dict(prop_d)
+            fit, extra = score(self.fitness, verdict, prop)
+            row = candidate_row(self.run_id, prop, verdict, fit, extra)
+            self._fold(prop.island, row)
+            self.next_step[prop.island] = max(self.next_step[prop.island], prop.step + 1)
+            if record:
+                self.rows.append(row)
+        self.rows.maybe_flush()
+        self.events.maybe_flush()
+        return self.summary()
+
+    def fold_rows(self, rows: list[dict]) -> dict:
+        """Rows recorded after the last checkpoint, folded back in (resume); nothing written."""
+        for row in sorted(rows, key=lambda r: (r["island"], r["step"])):
+            if row["island"] in self.pops:
+                self._fold(row["island"], row)
+                self.next_step[row["island"]] = max(
+                    self.next_step[row["island"]], int(row["step"]) + 1
+                )
+        return self.summary()
+
+    def _fold(self, island: str, row: dict) -> None:
+        m = Member(
+            candidate_id=row["candidate_id"],
+            source_hash=row["source_hash"],
+            source=row["source"],
+            status=row["status"],
+            fitness=row["fitness"],
+            island=island,
+            step=int(row["step"]),
+            metrics=dict(row.get("metrics") or {}),
+            parent_ids=tuple(row.get("parent_ids") or ()),
+            is_migrant=bool(row.get("is_migrant")),
+        )
+        if self.pops[island].add(m) and m.status == "correct":
+            self.strategies[island].observe(m)
+
+    # -- migration
+    def migrate(self, topology: str, rate: int) -> list[dict]:
+        """Copies of each island's best go to its targets (same backend only); each accepted
+        migrant gets a row (is_migrant, its source as parent) and an event."""
+        moved = []
+        by_backend: dict[str, list[str]] = {}
+        for name in self.islands:
+            by_backend.setdefault(name.split("|")[1], []).append(name)
+        self.migrations += 1
+        for names in by_backend.values():
+            outgoing = {n: pick_migrants(self.pops[n], rate) for n in names}
+            for src in names:
+                for dst in targets(topology, names, src):
+                    for m in outgoing[src]:
+                        if self.pops[dst].seen(m.source_hash):
+                            continue
+                        # Migrants take ids of their own: the island's steps stay its proposals'.
+                        cid = f"{self.run_id}/{dst}/m{self.migrations:05d}.{len(moved):03d}"
+                        copy = as_migrant(m, dst, cid)
+                        copy.step = self.next_step[dst]
+                        self.pops[dst].add(copy)
+                        self.strategies[dst].observe(copy)
+                        detail = {"from": src, "to": dst, "candidate_id": m.candidate_id}
+                        moved.append(detail)
+                        if copy.candidate_id in self.recorded:
+                            continue
+                        self.rows.append(self._migrant_row(copy, m))
+                        self._event("migration", dst, {**detail, "copy": copy.candidate_id})
+        return moved
+
+    def _migrant_row(self, copy: Member, m: Member) -> dict:
+        return {
+            "run_id": self.run_id,
+            "candidate_id": copy.candidate_id,
+            "source_hash": copy.source_hash,
+            "workload": self.workload,
+            "backend": copy.island.split("|")[1],
+            "island": copy.island,
+            "step": copy.step,
+            "parent_ids": [m.candidate_id],
+            "operator": "migration",
+            "source": copy.source,
+            "status": copy.status,
+            "reason": f"migrant from {m.island}",
+            "fitness": copy.fitness,
+            "metrics": dict(copy.metrics),
+            "created_at": datetime.now(UTC),
+            "is_migrant": True,
+        }
+
+    # -- state
+    def summary(self) -> dict:
+        best = {}
+        for n, pop in self.pops.items():
+            top = pop.best(1)
+            best[n] = top[0].fitness if top else None
+        return {"workload": self.workload, "best": best, "next_step": dict(self.next_step)}
+
+    def best_members(self, k: int = 1) -> list[dict]:
+        return [m.to_dict() for pop in self.pops.values() for m in pop.best(k)]
+
+    def get_state(self) -> dict:
+        self.flush()
+        return {
+            "pops": {n: p.get_state() for n, p in self.pops.items()},
+            "strategies": {n: s.get_state() for n, s in self.strategies.items()},
+            "rngs": {n: _rng_state(r) for n, r in self.rngs.items()},
+            "next_step": dict(self.next_step),
+            "migrations": self.migrations,
+        }
+
+    def set_state(self, state: dict) -> None:
+        for n, s in state["pops"].items():
+            self.pops[n].set_state(s)
+        for n, s in state["strategies"].items():
+            self.strategies[n].set_state(s)
+        for n, s in state["rngs"].items():
+            self.rngs[n].setstate(_rng_from(s))
+        self.next_step.update(state["next_step"])
+        self.migrations = state["migrations"]
+
+    def seed_from(self, members: list[dict]) -> int:
+        """A new run's islands start from a saved population (`evo run --from`)."""
+        added = 0
+        for d in members:
+            backend = d.get("backend") or d["island"].split("|")[1]
+            for n in self.islands:
+                if n.split("|")[1] != backend:
+                    continue
+                prop = self._proposal(n, d["source"], "from_run", (d["candidate_id"],))
+                verdict = {"status": d["status"], "reason": "seeded from a saved run"}
+                row = candidate_row(self.run_id, prop, verdict, d.get("fitness"), {})
+                row["metrics"].update(d.get("metrics") or {})
+                self._fold(n, row)
+                self.rows.append(row)
+                added += 1
+        return added
+
+    def set_recorded(self, ids: list[str]) -> None:
+        self.recorded = set(ids)
+
+    def event(self, kind: str, island: str, detail: dict) -> None:
+        self._event(kind, island, detail)
+
+    def _event(self, kind: str, island: str, detail: dict) -> None:
+        self.events.append(
+            {
+                "run_id": self.run_id,
+                "kind": kind,
+                "island": island,
+                "detail": json.dumps(detail, sort_keys=True),
+                "created_at": datetime.now(UTC),
+            }
+        )
+
+    def flush(self) -> None:
+        self.rows.flush()
+        self.events.flush()
+
+    def close(self) -> None:
+        self.rows.close()
+        self.events.close()
+
+
+def _rng_state(r: random.Random) -> list:
+    version, internal, gauss = r.getstate()
+    return [version, list(internal), gauss]
+
+
+def _rng_from(s: list) -> tuple:
+    return (s[0], tuple(s[1]), s[2])

@@ -1,0 +1,105 @@
+"""The run directory's own files: the lock, the resolved config, checkpoints.
+
+Everything goes through a pyarrow filesystem, so a run directory may be a local path or an
+object-store URI. A checkpoint is committed by a marker written after its data; readers take
+the newest committed one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+
+from evo.lineage import open_run_dir
+from fitness.errors import EvoError
+
+
+@dataclass
+class RunDir:
+    uri: str
+
+    def __post_init__(self):
+        self.fs, self.root = open_run_dir(self.uri)
+        self._lock_fd = None
+
+    def path(self, *parts: str) -> str:
+        return "/".join([self.root.rstrip("/"), *parts])
+
+    def exists(self, *parts: str) -> bool:
+        return self.fs.get_file_info(self.path(*parts)).type != pafs.FileType.NotFound
+
+    def write_text(self, rel: str, text: str) -> None:
+        parent = self.path(*rel.split("/")[:-1]) if "/" in rel else self.root
+        self.fs.create_dir(parent, recursive=True)
+        with self.fs.open_output_stream(self.path(rel)) as f:
+            f.write(text.encode())
+
+    def read_text(self, rel: str) -> str:
+        with self.fs.open_input_stream(self.path(rel)) as f:
+            return f.read().decode()
+
+    # -- the lock: one run or resume at a time
+    def lock(self) -> None:
+        """Take the run directory. Locally an flock (released by the OS if the holder dies);
+        on an object store a marker that a dead holder leaves behind (remove it by hand)."""
+        owner = f"pid {os.getpid()} on {socket.gethostname()}"
+        if isinstance(self.fs, pafs.LocalFileSystem):
+            import fcntl
+
+            os.makedirs(self.root, exist_ok=True)
+            fd = os.open(os.path.join(self.root, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held = os.pread(fd, 200, 0).decode(errors="replace").strip()
+                os.close(fd)
+                raise EvoError(f"run directory {self.uri} is in use ({held or 'locked'})") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, owner.encode(), 0)
+            self._lock_fd = fd
+            return
+        if self.exists("LOCK"):
+            raise EvoError(
+                f"run directory {self.uri} is in use ({self.read_text('LOCK')}); if that "
+                f"process is gone, delete {self.path('LOCK')}"
+            )
+        self.write_text("LOCK", owner)
+        self._lock_fd = "marker"
+
+    def unlock(self) -> None:
+        if self._lock_fd is None:
+            return
+        if self._lock_fd == "marker":
+            self.fs.delete_file(self.path("LOCK"))
+        else:
+            os.close(self._lock_fd)
+        self._lock_fd = None
+
+    # -- checkpoints
+    def write_checkpoint(self, state: dict) -> int:
+        n = (self.latest_checkpoint_number() or 0) + 1
+        rel = f"checkpoints/{n:06d}"
+        self.write_text(f"{rel}/state.json", json.dumps(state))
+        self.write_text(f"{rel}/COMMITTED", "")
+        return n
+
+    def latest_checkpoint_number(self) -> int | None:
+        if not self.exists("checkpoints"):
+            return None
+        sel = pafs.FileSelector(self.path("checkpoints"), recursive=True)
+        done = [
+            int(i.path.rstrip("/").split("/")[-2])
+            for i in self.fs.get_file_info(sel)
+            if i.path.endswith("/COMMITTED")
+        ]
+        return max(done) if done else None
+
+    def latest_checkpoint(self) -> dict | None:
+        n = self.latest_checkpoint_number()
+        if n is None:
+            return None
+        return json.loads(self.read_text(f"checkpoints/{n:06d}/state.json"))
