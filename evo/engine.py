@@ -9,6 +9,7 @@ replays the lineage and continues exactly where an uninterrupted run would be.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -47,11 +48,12 @@ class FitnessPool:
     """One FitnessService actor per GPU (or CPU workers on the interpreter), fed round-robin
     by outstanding load; a worker that dies is replaced and its candidates get a verdict."""
 
-    def __init__(self, run_id: str, device: str, workers: int | None = None):
+    def __init__(self, run_id: str, device: str, workers: int | None = None, worker_cls=None):
         gpus = int(ray.cluster_resources().get("GPU", 0))
         self.gpu = gpus > 0 and device != "cpu"
         self.n = workers or (gpus if self.gpu else 1)
         self.run_id, self.device = run_id, device
+        self.worker_cls = worker_cls  # another fitness actor class (the overhead benchmark's)
         self.workers = [self._start(k) for k in range(self.n)]
         self.load = [0] * self.n
         self.restarts = 0
@@ -60,17 +62,26 @@ class FitnessPool:
         from fitness.worker import FitnessService
 
         res = {"num_gpus": 1, "num_cpus": 0} if self.gpu else {"num_cpus": 0.5}
-        cls = ray.remote(max_concurrency=4, **res)(FitnessService)
+        cls = ray.remote(max_concurrency=4, **res)(self.worker_cls or FitnessService)
         name = f"evo-fitness-{self.run_id}-{k}"
         return cls.options(name=name, max_restarts=0).remote(device=self.device)
 
-    def submit(self, request: dict):
-        k = min(range(self.n), key=lambda i: self.load[i])
-        self.load[k] += 1
-        return self.workers[k].evaluate.remote(request), k
+    def submit(self, requests: list[dict]) -> list[tuple]:
+        """Each request to the least-loaded worker; one call per worker for all of its share.
+        Returns (ref, worker index, worker handle, the requests' positions) per call."""
+        share: dict[int, list[int]] = defaultdict(list)
+        for pos in range(len(requests)):
+            k = min(range(self.n), key=lambda i: self.load[i])
+            self.load[k] += 1
+            share[k].append(pos)
+        return [
+            (self.workers[k].evaluate_many.remote([requests[p] for p in ps]), k,
+             self.workers[k], ps)
+            for k, ps in share.items()
+        ]  # fmt: skip
 
-    def done(self, k: int) -> None:
-        self.load[k] -= 1
+    def done(self, k: int, n: int = 1) -> None:
+        self.load[k] = max(0, self.load[k] - n)
 
     def replace(self, k: int) -> None:
         try:
@@ -85,8 +96,20 @@ class FitnessPool:
 class Engine:
     """One run (or resume) of a config in a run directory."""
 
-    def __init__(self, cfg: RunConfig, run_dir: str, resume: bool = False, quiet: bool = False):
+    def __init__(
+        self,
+        cfg: RunConfig,
+        run_dir: str,
+        resume: bool = False,
+        quiet: bool = False,
+        operator=None,
+        worker_cls=None,
+        workers: int | None = None,
+    ):
+        """`operator` and `worker_cls` replace the offline operator and the fitness service
+        (the engine-overhead benchmark plugs no-op ones in; a run never does)."""
         self.cfg, self.quiet, self.resume = cfg, quiet, resume
+        self.operator, self.worker_cls, self.workers = operator, worker_cls, workers
         self.rd = RunDir(run_dir)
         self.run_id = ""
         self.stop_reason = ""
@@ -99,7 +122,7 @@ class Engine:
         """workload name -> {backend: seed source}; a workload without a seed is an error."""
         out = {}
         kb_root = self.cfg.kernelbench.root if self.cfg.kernelbench else None
-        for name in self.cfg.workloads:
+        for name in [*self.cfg.workloads, *self._kernelbench_names()]:
             w = resolve_workload(name, kb_root)
             seeds = {}
             for backend in self.cfg.backends:
@@ -112,6 +135,22 @@ class Engine:
                 )
             out[w.name] = seeds
         return out
+
+    def _kernelbench_names(self) -> list[str]:
+        """The sweep's KernelBench problems: the listed ones, else every problem of the levels."""
+        kb = self.cfg.kernelbench
+        if kb is None:
+            return []
+        if kb.problems:
+            return [f"kernelbench:{p}" for p in kb.problems]
+        import os
+
+        from fitness.workloads import KernelBenchIndex
+
+        root = kb.root or os.environ.get("KERNELBENCH_ROOT")
+        if not root:
+            raise EvoError("kernelbench.root: not set, and KERNELBENCH_ROOT is not set either")
+        return [f"kernelbench:{p.key}" for p in KernelBenchIndex(root).problems(kb.levels)]
 
     def run(self, from_run: str | None = None) -> dict:
         self.rd.lock()
@@ -153,14 +192,24 @@ class Engine:
         self._start_ray()
         seeds = self._workloads()
         cfg_d = self.cfg.to_dict()
-        host_cls = ray.remote(num_cpus=0.1)(IslandHost)
+        # The hosts write the lineage: they get the credentials and endpoints of the run
+        # directory's store from the driver's environment (`AWS_*`, `EVO_S3_ENDPOINT`).
+        store_env = {
+            k: v for k, v in os.environ.items() if k.startswith("AWS_") or k == "EVO_S3_ENDPOINT"
+        }
+        host_cls = ray.remote(num_cpus=0.1)(IslandHost).options(
+            runtime_env={"env_vars": store_env} if store_env else None
+        )
         self.hosts = {
-            w: host_cls.remote(self.run_id, self.rd.uri, w, s, cfg_d) for w, s in seeds.items()
+            w: host_cls.remote(self.run_id, self.rd.uri, w, s, cfg_d, self.operator)
+            for w, s in seeds.items()
         }
         self.islands = {
             w: [n for n in ray.get(h.summary.remote())["next_step"]] for w, h in self.hosts.items()
         }
-        self.pool = FitnessPool(self.run_id, self.cfg.fitness.device)
+        self.pool = FitnessPool(
+            self.run_id, self.cfg.fitness.device, self.workers, worker_cls=self.worker_cls
+        )
         self._event(
             "placement",
             "",
@@ -170,9 +219,10 @@ class Engine:
         self._install_signals()
         try:
             self._loop(resubmit)
+            result = self._result()
         finally:
             self._shutdown()
-        return self._result()
+        return result
 
     def _recorded_run_id(self) -> str:
         ids = read_table(self.rd.uri, "candidates", columns=["run_id"]).column("run_id")
@@ -216,6 +266,14 @@ class Engine:
             ray.get(h.fold_rows.remote(later))
         have = {r["candidate_id"] for r in rows}
         again = [p for p in ckpt["in_flight"] if p["candidate_id"] not in have]
+        # The lineage is the truth: every judged row, and every child submitted again.
+        evals: dict[str, int] = defaultdict(int)
+        for r in rows:
+            if not r.get("is_migrant"):
+                evals[r["workload"]] += 1
+        for p in again:
+            evals[p["workload"]] += 1
+        self.budget.set_evals(dict(evals))
         self._event(
             "resume",
             "",
@@ -244,12 +302,14 @@ class Engine:
     def _loop(self, resubmit: list[dict]) -> None:
         k = self.cfg.population.in_flight
         det = self.cfg.deterministic
-        self.pending: dict = {}  # ObjectRef -> (workload, proposal, worker)
+        self.pending: dict = {}  # ObjectRef -> ([(workload, proposal)], (worker, handle))
+        self.outbox: list[tuple] = []  # (workload, proposal, request) not yet sent
         self.in_flight: dict[str, list[dict]] = defaultdict(list)  # island -> proposals
         self.buffer: dict[str, dict[int, tuple]] = defaultdict(dict)  # det: step -> item
         self.next_fold: dict[str, int] = {}
         self.next_fold = {isl: 0 for w in self.hosts for isl in self.islands[w]}
         self.proposed: dict[str, int] = defaultdict(int)
+        self.folded: dict[str, int] = defaultdict(int)  # verdicts folded per workload
         self.quota = self._quotas() if det else {}
         for p in resubmit:
             self._submit(p["workload"], p)
@@ -258,15 +318,18 @@ class Engine:
                 self._propose(w, isl, k - len(self.in_flight[isl]))
             if det:
                 self._fold_ready(w)
+        self._send()
         last_ckpt = time.monotonic()
         with _live(self) as live:
             while self.pending:
                 if self._stop.is_set():
                     self.stop_reason = self.stop_reason or "signal"
                     break
-                ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
-                for ref in ready:
-                    self._landed(ref, det, k)
+                ready, rest = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
+                if ready and rest:  # take every verdict that has landed, in one batch
+                    ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+                self._landed(ready, det, k)
+                self._send()
                 if time.monotonic() - last_ckpt > self.cfg.checkpoint_seconds:
                     self.checkpoint()
                     last_ckpt = time.monotonic()
@@ -278,33 +341,43 @@ class Engine:
                 )
             self.checkpoint()
 
-    def _landed(self, ref, det: bool, k: int) -> None:
-        w, prop, worker = self.pending.pop(ref)
-        self.pool.done(worker)
-        try:
-            verdict = ray.get(ref)
-        except ray.exceptions.RayError as e:
-            died = isinstance(e, ray.exceptions.RayActorError)
-            verdict = _died(prop, e, WORKER_DIED if died else "fitness service fault")
-            detail = {
-                "worker": worker,
-                "error": str(e)[-1500:],
-                "candidate_id": prop["candidate_id"],
-            }
-            self._event("fault", prop["island"], detail)
-            if died:
-                self.pool.replace(worker)
-        self._account(verdict)
-        isl = prop["island"]
+    def _landed(self, refs: list, det: bool, k: int) -> None:
+        """Fold a batch of verdicts: one integrate and one propose call per island host."""
+        batch: dict[str, list] = defaultdict(list)
+        for ref in refs:
+            items, (worker, handle) = self.pending.pop(ref)
+            self.pool.done(worker, len(items))
+            try:
+                verdicts = ray.get(ref)
+            except ray.exceptions.RayError as e:
+                died = isinstance(e, ray.exceptions.RayActorError)
+                what = WORKER_DIED if died else "fitness service fault"
+                verdicts = [_died(prop, e, what) for _, prop in items]
+                ids = [prop["candidate_id"] for _, prop in items]
+                detail = {"worker": worker, "error": str(e)[-1500:], "candidate_ids": ids}
+                self._event("fault", items[0][1]["island"], detail)
+                if died and self.pool.workers[worker] is handle:  # not yet replaced
+                    self.pool.replace(worker)
+            for (w, prop), verdict in zip(items, verdicts, strict=True):
+                self._account(verdict)
+                batch[w].append((prop, verdict))
         if det:
-            self.buffer[isl][prop["step"]] = (prop, verdict)
-            self._fold_ready(w)
+            for w, items in batch.items():
+                for prop, verdict in items:
+                    self.buffer[prop["island"]][prop["step"]] = (prop, verdict)
+                self._fold_ready(w)
             return
-        self._drop(isl, prop)
-        ray.get(self.hosts[w].integrate.remote([(prop, verdict)]))
-        if self.progress.evaluated % max(1, self.cfg.migration.interval) == 0:
-            self._migrate(w)
-        self._propose(w, isl, k - len(self.in_flight[isl]))
+        ray.get([self.hosts[w].integrate.remote(items) for w, items in batch.items()])
+        interval = max(1, self.cfg.migration.interval)
+        for w, items in batch.items():
+            before = self.folded[w]
+            self.folded[w] += len(items)
+            if self.folded[w] // interval > before // interval:
+                self._migrate(w)
+            for prop, _ in items:
+                self._drop(prop["island"], prop)
+            wants = {isl: k - len(self.in_flight[isl]) for isl in {p["island"] for p, _ in items}}
+            self._propose_many(w, wants)
 
     def _quotas(self) -> dict[str, int]:
         """Deterministic mode splits the evaluation budget between islands in a fixed way, so
@@ -359,6 +432,21 @@ class Engine:
             return
         ray.get(self.hosts[w].migrate.remote(m.topology, m.rate))
 
+    def _propose_many(self, w: str, wants: dict[str, int]) -> None:
+        if self.stop_reason:
+            return
+        wants = {isl: n for isl, n in wants.items() if n > 0}
+        if not wants:
+            return
+        for prop in ray.get(self.hosts[w].propose_many.remote(wants)):
+            self.proposed[prop["island"]] += 1
+            try:
+                self.budget.reserve_eval(w)
+            except BudgetExceeded as e:
+                self._budget_stop(e.kind)
+                return
+            self._submit(w, prop)
+
     def _propose(self, w: str, isl: str, n: int) -> None:
         if self.stop_reason:
             return
@@ -395,9 +483,16 @@ class Engine:
             "kernelbench_root": self.cfg.kernelbench.root if self.cfg.kernelbench else None,
             "options": self._eval_options(),
         }
-        ref, worker = self.pool.submit(req)
-        self.pending[ref] = (w, prop, worker)
+        self.outbox.append((w, prop, req))
         self.in_flight[prop["island"]].append(prop)
+
+    def _send(self) -> None:
+        """The proposals made since the last call, to the workers in one call each."""
+        if not self.outbox:
+            return
+        out, self.outbox = self.outbox, []
+        for ref, k, handle, positions in self.pool.submit([req for _, _, req in out]):
+            self.pending[ref] = ([out[p][:2] for p in positions], (k, handle))
 
     def _eval_options(self) -> dict:
         f = self.cfg.fitness
@@ -448,10 +543,18 @@ class Engine:
         return n
 
     def _shutdown(self) -> None:
-        ray.get([h.close.remote() for h in self.hosts.values()])
-        self.events.close()
+        """Workers first (they hold the GPUs), then the hosts' last rows, then the hosts."""
         for wkr in self.pool.workers:
-            ray.kill(wkr)
+            try:
+                ray.kill(wkr)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        try:
+            ray.get([h.close.remote() for h in self.hosts.values()])
+            self.events.close()
+        finally:
+            for h in self.hosts.values():
+                ray.kill(h)
 
     def _result(self) -> dict:
         best = {}

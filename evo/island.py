@@ -31,7 +31,9 @@ def island_name(workload: str, backend: str, index: int) -> str:
 class IslandHost:
     """Every island of one workload. Plain Python; `evo.engine` runs it as a Ray actor."""
 
-    def __init__(self, run_id: str, run_dir: str, workload: str, seeds: dict, cfg: dict):
+    def __init__(
+        self, run_id: str, run_dir: str, workload: str, seeds: dict, cfg: dict, operator=None
+    ):
         self.run_id, self.workload, self.cfg = run_id, workload, cfg
         pop_cfg, sel = cfg["population"], dict(cfg["selection"])
         self.deterministic = bool(cfg.get("deterministic"))
@@ -54,7 +56,7 @@ class IslandHost:
         self.rngs = {n: random.Random(f"{self.seed}/{n}") for n in self.islands}
         self.next_step = dict.fromkeys(self.islands, 0)
         self.migrations = 0
-        self.operator = ParamOperator()
+        self.operator = operator or ParamOperator()
         self.fitness = fitness_function(cfg["fitness"]["metric"])
         slug = workload.replace(":", "_").replace("/", "_")
         self.rows = LineageWriter(run_dir, "candidates", slug)
@@ -72,6 +74,10 @@ class IslandHost:
                 break
             out.append(prop.to_dict())
         return out
+
+    def propose_many(self, wants: dict[str, int]) -> list[dict]:
+        """`propose` for several islands in one call (one actor round trip)."""
+        return [p for island, n in wants.items() for p in self.propose(island, n)]
 
     def _propose_one(self, island: str) -> Proposal | None:
         backend = island.split("|")[1]

@@ -19,6 +19,7 @@ def isolate(job) -> None:
     """Cut the freshly forked child off: own session, scrubbed environment, private folder and
     caches, output to a log file, file-size and core limits, no network where allowed."""
     os.setsid()
+    die_with_parent()
     keep = {k: v for k, v in os.environ.items() if k in ENV_KEEP}
     os.environ.clear()
     os.environ.update(keep)
@@ -71,6 +72,21 @@ def drop_privileges(job, shm_dir: str) -> None:
     os.setgroups([])
     os.setgid(user.pw_gid)
     os.setuid(user.pw_uid)
+    die_with_parent()  # a change of user clears the setting
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when its parent (the fork server) goes, so a candidate never
+    outlives a judge that was killed: a hanging kernel would spin on for ever."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL (Linux)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent is already gone
+        os._exit(1)
 
 
 def _chown_tree(root: str, uid: int, gid: int) -> None:

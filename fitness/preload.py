@@ -11,6 +11,8 @@ import warnings
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from fitness.isolation import die_with_parent
+
 
 def _warm() -> None:
     a = torch.ones(4, 4)
@@ -29,3 +31,7 @@ def _warm() -> None:
 # The server's stdout is the caller's (evo eval --json): nothing of ours may print there.
 os.dup2(2, 1)
 _warm()
+
+# The fork server dies with its judge, and its children die with it (see isolation), so no
+# candidate spins on after a judge that was killed.
+die_with_parent()

@@ -31,6 +31,42 @@ def ray_cluster():
     ray.shutdown()
 
 
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A loopback S3 server (moto's server mode), for the object-store commit path."""
+    moto_server = pytest.importorskip(
+        "moto.server", reason="moto[server] not installed: pip install 'moto[server]'"
+    )
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: str, monkeypatch) -> str:
+    """A fresh bucket on the loopback server, with the environment a run would read."""
+    import uuid
+
+    import pyarrow.fs as pafs
+
+    for var in ("AWS_ENDPOINT_URL", "EVO_S3_ENDPOINT", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    bucket = f"evo-{uuid.uuid4().hex[:12]}"
+    pafs.S3FileSystem(
+        endpoint_override=s3_endpoint.removeprefix("http://"),
+        scheme="http",
+        region="us-east-1",
+        allow_bucket_creation=True,
+    ).create_dir(bucket)
+    return bucket
+
+
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return

@@ -114,6 +114,26 @@ def test_a_fitness_worker_killed_mid_evaluation_is_replaced(ray_cluster, tmp_pat
     assert "fault" in set(events.kind)
 
 
+def test_a_run_directory_on_an_object_store(ray_cluster, s3_bucket):
+    """An s3:// run directory (a loopback S3 server): lineage, checkpoints and the lock."""
+    from evo.rundir import RunDir
+
+    uri = f"s3://{s3_bucket}/runs/r1"
+    cfg = load_config_dict(config(None, **{"budgets.max_evals": 4}))
+    res = Engine(cfg, uri, quiet=True).run()
+    assert res["evaluated"] == 4, res
+    assert len(read_frame(uri, "candidates").query("not is_migrant")) == 4
+    rd = RunDir(uri)
+    assert rd.latest_checkpoint()["run_id"] == res["run_id"] and rd.exists("config.yaml")
+    assert not rd.exists("LOCK")  # released at the end
+    rd.lock()
+    try:
+        with pytest.raises(EvoError, match="in use"):
+            Engine(cfg, uri, quiet=True).run()
+    finally:
+        rd.unlock()
+
+
 def _cli(args: list[str], **kw) -> subprocess.Popen:
     env = {**os.environ, "TRITON_INTERPRET": "1", "RAY_AUTH_MODE": "disabled",
            "PYTHONPATH": str(ROOT)}  # fmt: skip
@@ -169,3 +189,37 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path):
     a, b = _table(str(tmp_path / "whole")), _table(str(tmp_path / "cut"))
     assert b.candidate_id.is_unique
     assert a.equals(b), a.compare(b) if a.shape == b.shape else (a.shape, b.shape)
+
+
+@pytest.mark.timeout(600)
+def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path):
+    """The default (steady-state) mode: after kill -9 and `evo resume`, every row recorded
+    before the kill is still there, no candidate is recorded twice, and the run ends at its
+    evaluation budget."""
+    cfg = config(tmp_path, **{"budgets.max_evals": 14})
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    rd = str(tmp_path / "cut")
+    cut = _cli(["run", str(path), "--run-dir", rd, "--quiet"], start_new_session=True)
+    deadline = time.monotonic() + 240
+    n = 0
+    while time.monotonic() < deadline and cut.poll() is None:
+        time.sleep(0.2)
+        try:
+            n = len(read_frame(rd, "candidates", columns=["candidate_id"]))
+        except Exception:  # noqa: BLE001 - nothing written yet
+            n = 0
+        if n >= 4 and (Path(rd) / "checkpoints").is_dir():
+            break
+    assert cut.poll() is None, "the run ended before it could be killed"
+    os.killpg(cut.pid, signal.SIGKILL)
+    cut.wait()
+    before = set(read_frame(rd, "candidates", columns=["candidate_id"]).candidate_id)
+    res = _cli(["resume", rd, "--quiet"])
+    out, err = res.communicate(timeout=300)
+    assert res.returncode == 0, err
+    rows = read_frame(rd, "candidates")
+    assert rows.candidate_id.is_unique
+    assert before <= set(rows.candidate_id)
+    assert len(rows[~rows.is_migrant]) == 14, json.loads(out.strip().splitlines()[-1])
+    assert "resume" in set(read_frame(rd, "events").kind)

@@ -340,19 +340,6 @@ def test_a_local_run_dir_may_be_a_file_uri(tmp_path):
     assert read_table(str(tmp_path), "events").num_rows == 1
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    """A loopback S3 server (moto's server mode), for the object-store commit path."""
-    moto_server = pytest.importorskip(
-        "moto.server", reason="moto[server] not installed: pip install 'moto[server]'"
-    )
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 @pytest.mark.parametrize("endpoint_var", ["AWS_ENDPOINT_URL", "EVO_S3_ENDPOINT"])
 def test_an_s3_run_dir_commits_and_reads_back(s3_endpoint, monkeypatch, endpoint_var):
     for var in ("AWS_ENDPOINT_URL", "EVO_S3_ENDPOINT", "AWS_PROFILE"):
