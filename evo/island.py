@@ -101,18 +101,24 @@ class IslandHost:
                 child, op, parents = self.operator.mutate(a.source, rng), "mutate", (a,)
             if child is None:
                 continue
-            if pop.seen(source_hash(child)):
+            digest = source_hash(child)
+            if pop.seen(digest):
                 self._event("duplicate", island, {"step": step, "operator": op})
                 continue
             for p in parents:
                 strategy.on_child(p)
             desc = self.operator.describe(parents[0].source, child)
             return self._proposal(
-                island, child, f"offline_{op}", tuple(p.candidate_id for p in parents), desc
+                island,
+                child,
+                f"offline_{op}",
+                tuple(p.candidate_id for p in parents),
+                desc,
+                digest,
             )
         return None
 
-    def _proposal(self, island, source, operator, parents, desc="") -> Proposal:
+    def _proposal(self, island, source, operator, parents, desc="", digest="") -> Proposal:
         step = self.next_step[island]
         self.next_step[island] = step + 1
         return Proposal(
@@ -122,7 +128,7 @@ class IslandHost:
             island=island,
             step=step,
             source=source,
-            source_hash=source_hash(source),
+            source_hash=digest or source_hash(source),
             operator=operator,
             parent_ids=parents,
             extra={"description": desc} if desc else {},
