@@ -197,13 +197,10 @@ class Engine:
         store_env = {
             k: v for k, v in os.environ.items() if k.startswith("AWS_") or k == "EVO_S3_ENDPOINT"
         }
-        host_cls = ray.remote(num_cpus=0.1)(IslandHost).options(
-            runtime_env={"env_vars": store_env} if store_env else None
-        )
-        self.hosts = {
-            w: host_cls.remote(self.run_id, self.rd.uri, w, s, cfg_d, self.operator)
-            for w, s in seeds.items()
-        }
+        self._host_cls = ray.remote(num_cpus=0.1)(IslandHost)
+        self._host_env = {"env_vars": store_env} if store_env else None
+        self._host_args = {w: (s, cfg_d) for w, s in seeds.items()}
+        self.hosts = {w: self._new_host(w) for w in seeds}
         self.islands = {
             w: [n for n in ray.get(h.summary.remote())["next_step"]] for w, h in self.hosts.items()
         }
@@ -223,6 +220,48 @@ class Engine:
         finally:
             self._shutdown()
         return result
+
+    def _new_host(self, w: str):
+        seeds, cfg_d = self._host_args[w]
+        name = f"evo-islands-{self.run_id}-{list(self._host_args).index(w)}"
+        return self._host_cls.options(name=name, runtime_env=self._host_env).remote(
+            self.run_id, self.rd.uri, w, seeds, cfg_d, self.operator
+        )
+
+    def _call(self, w: str, method: str, *args):
+        """A call on a workload's island host; a host that died is restored, then called again."""
+        try:
+            return ray.get(getattr(self.hosts[w], method).remote(*args))
+        except ray.exceptions.RayActorError as e:
+            self._restore_host(w, e)
+            return ray.get(getattr(self.hosts[w], method).remote(*args))
+
+    def _restore_host(self, w: str, error: Exception) -> None:
+        """A dead island host comes back from the last checkpoint plus the rows recorded
+        after it; rows it had not flushed are lost (at most a few seconds' worth), and the
+        steps of children still in flight are not handed out again."""
+        self._event("fault", "", {"host": w, "error": str(error)[-800:]})
+        self.hosts[w] = self._new_host(w)
+        ckpt = self.rd.latest_checkpoint()
+        done: set[str] = set()
+        if ckpt and ckpt.get("run_id") == self.run_id and w in ckpt["hosts"]:
+            ray.get(self.hosts[w].set_state.remote(ckpt["hosts"][w]))
+            done = set(ckpt["integrated"].get(w, []))
+        rows = [
+            r
+            for r in read_table(self.rd.uri, "candidates").to_pylist()
+            if r["workload"] == w and r["candidate_id"] not in done
+        ]
+        ray.get(self.hosts[w].fold_rows.remote(rows))
+        if self.recorded:
+            ray.get(self.hosts[w].set_recorded.remote(list(self.recorded)))
+        steps = {
+            isl: max(p["step"] for p in self.in_flight[isl]) + 1
+            for isl in self.islands[w]
+            if self.in_flight[isl]
+        }
+        ray.get(self.hosts[w].advance_steps.remote(steps))
+        self._event("restore", "", {"host": w, "checkpoint": bool(done), "folded": len(rows)})
 
     def _recorded_run_id(self) -> str:
         ids = read_table(self.rd.uri, "candidates", columns=["run_id"]).column("run_id")
@@ -367,7 +406,8 @@ class Engine:
                     self.buffer[prop["island"]][prop["step"]] = (prop, verdict)
                 self._fold_ready(w)
             return
-        ray.get([self.hosts[w].integrate.remote(items) for w, items in batch.items()])
+        for w, items in batch.items():
+            self._call(w, "integrate", items)
         interval = max(1, self.cfg.migration.interval)
         for w, items in batch.items():
             before = self.folded[w]
@@ -413,7 +453,7 @@ class Engine:
                         break
                     prop, verdict = self.buffer[isl].pop(s)
                     record = prop["candidate_id"] not in self.recorded
-                    ray.get(self.hosts[w].integrate.remote([(prop, verdict)], record))
+                    self._call(w, "integrate", [(prop, verdict)], record)
                     self.next_fold[isl] += 1
                     self._drop(isl, prop)
                     self._propose(w, isl, k - len(self.in_flight[isl]))
@@ -430,7 +470,7 @@ class Engine:
         m = self.cfg.migration
         if m.topology == "none" or m.rate == 0 or len(self.islands[w]) < 2:
             return
-        ray.get(self.hosts[w].migrate.remote(m.topology, m.rate))
+        self._call(w, "migrate", m.topology, m.rate)
 
     def _propose_many(self, w: str, wants: dict[str, int]) -> None:
         if self.stop_reason:
@@ -438,7 +478,7 @@ class Engine:
         wants = {isl: n for isl, n in wants.items() if n > 0}
         if not wants:
             return
-        for prop in ray.get(self.hosts[w].propose_many.remote(wants)):
+        for prop in self._call(w, "propose_many", wants):
             self.proposed[prop["island"]] += 1
             try:
                 self.budget.reserve_eval(w)
@@ -455,7 +495,7 @@ class Engine:
             n = min(n, quota - self.proposed[isl])
         if n <= 0:
             return
-        for prop in ray.get(self.hosts[w].propose.remote(isl, n)):
+        for prop in self._call(w, "propose", isl, n):
             self.proposed[isl] += 1
             if prop["candidate_id"] in self.recorded:  # replay: the recorded verdict stands
                 rec = self.recorded[prop["candidate_id"]]
@@ -520,7 +560,7 @@ class Engine:
 
     # -- checkpoints and the end
     def checkpoint(self) -> int:
-        states = ray.get([h.get_state.remote() for h in self.hosts.values()])
+        states = [self._call(w, "get_state") for w in self.hosts]
         hosts = dict(zip(self.hosts, states, strict=True))
         rows = read_table(self.rd.uri, "candidates", columns=["candidate_id", "workload"])
         integrated: dict[str, list] = defaultdict(list)
@@ -558,8 +598,8 @@ class Engine:
 
     def _result(self) -> dict:
         best = {}
-        for w, h in self.hosts.items():
-            s = ray.get(h.summary.remote())
+        for w in list(self.hosts):
+            s = self._call(w, "summary")
             vals = [v for v in s["best"].values() if v is not None]
             best[w] = max(vals) if vals else None
         return {

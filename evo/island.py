@@ -281,6 +281,11 @@ class IslandHost:
                 added += 1
         return added
 
+    def advance_steps(self, steps: dict[str, int]) -> None:
+        """Never hand out these steps again (children in flight when a host was restored)."""
+        for island, step in steps.items():
+            self.next_step[island] = max(self.next_step[island], step)
+
     def set_recorded(self, ids: list[str]) -> None:
         self.recorded = set(ids)
 

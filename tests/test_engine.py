@@ -134,6 +134,32 @@ def test_a_run_directory_on_an_object_store(ray_cluster, s3_bucket):
         rd.unlock()
 
 
+def test_a_dead_island_host_is_restored_from_checkpoint_and_lineage(ray_cluster, tmp_path):
+    import ray
+
+    cfg = load_config_dict(config(tmp_path, **{"budgets.max_evals": 12}))
+    eng = Engine(cfg, str(tmp_path / "host"), quiet=True)
+    out = {}
+    t = threading.Thread(target=lambda: out.update(eng.run()))
+    t.start()
+    killed = False
+    deadline = time.monotonic() + 120
+    while not killed and time.monotonic() < deadline:
+        time.sleep(0.2)
+        if getattr(eng, "pending", None) and eng.progress.evaluated >= 4:
+            ray.kill(ray.get_actor(f"evo-islands-{eng.run_id}-0"))
+            killed = True
+    t.join(timeout=300)
+    assert killed and out, out
+    rows = read_frame(str(tmp_path / "host"), "candidates")
+    assert rows.candidate_id.is_unique
+    events = read_frame(str(tmp_path / "host"), "events")
+    assert {"fault", "restore"} <= set(events.kind)
+    assert out["evaluated"] == 12
+    # rows an unflushed host lost are the only gap: everything else was recorded once
+    assert 1 <= len(rows[~rows.is_migrant]) <= 12
+
+
 def _cli(args: list[str], **kw) -> subprocess.Popen:
     env = {**os.environ, "TRITON_INTERPRET": "1", "RAY_AUTH_MODE": "disabled",
            "PYTHONPATH": str(ROOT)}  # fmt: skip
