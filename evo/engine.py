@@ -115,6 +115,7 @@ class Engine:
         self.stop_reason = ""
         self.progress = Progress()
         self._stop = threading.Event()
+        self.spent_workloads: set[str] = set()  # their own evaluation cap is spent
         self.epochs: dict[str, int] = {}  # deterministic mode: migrations done per workload
 
     # -- setup
@@ -473,7 +474,7 @@ class Engine:
         self._call(w, "migrate", m.topology, m.rate)
 
     def _propose_many(self, w: str, wants: dict[str, int]) -> None:
-        if self.stop_reason:
+        if self.stop_reason or w in self.spent_workloads:
             return
         wants = {isl: n for isl, n in wants.items() if n > 0}
         if not wants:
@@ -483,12 +484,12 @@ class Engine:
             try:
                 self.budget.reserve_eval(w)
             except BudgetExceeded as e:
-                self._budget_stop(e.kind)
+                self._budget_stop(e.kind, w)
                 return
             self._submit(w, prop)
 
     def _propose(self, w: str, isl: str, n: int) -> None:
-        if self.stop_reason:
+        if self.stop_reason or w in self.spent_workloads:
             return
         quota = self.quota.get(isl)
         if quota is not None:
@@ -510,7 +511,7 @@ class Engine:
             try:
                 self.budget.reserve_eval(w)
             except BudgetExceeded as e:
-                self._budget_stop(e.kind)
+                self._budget_stop(e.kind, w)
                 return
             self._submit(w, prop)
 
@@ -552,7 +553,13 @@ class Engine:
         if kind:
             self._budget_stop(kind)
 
-    def _budget_stop(self, kind: str) -> None:
+    def _budget_stop(self, kind: str, workload: str = "") -> None:
+        """A spent budget stops the run, except a workload's own cap, which stops only it."""
+        if kind == "per_workload_max_evals":
+            if workload not in self.spent_workloads:
+                self.spent_workloads.add(workload)
+                self._event("budget_stop", "", {"kind": kind, "workload": workload})
+            return
         if self.stop_reason:
             return
         self.stop_reason = f"budget: {kind}"

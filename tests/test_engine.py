@@ -75,6 +75,17 @@ def test_run_records_every_evaluation_and_keeps_islands_apart(ray_cluster, tmp_p
     assert (Path(rd) / "config.yaml").is_file()
 
 
+def test_a_workload_budget_stops_only_that_workload(ray_cluster, tmp_path):
+    over = {"budgets.max_evals": None, "budgets.per_workload_max_evals": 3}
+    res, rd = run(ray_cluster, tmp_path, workloads=["builtin:matmul", "builtin:scaled_gelu"],
+                  **{"population.islands": 1, **over})  # fmt: skip
+    rows = read_frame(rd, "candidates")
+    counts = rows[~rows.is_migrant].groupby("workload").size().to_dict()
+    assert counts == {"builtin:matmul": 3, "builtin:scaled_gelu": 3}, counts
+    stops = read_frame(rd, "events").query("kind == 'budget_stop'")
+    assert len(stops) == 2 and all("per_workload_max_evals" in d for d in stops.detail)
+
+
 def test_a_run_directory_in_use_is_refused(ray_cluster, tmp_path):
     from evo.rundir import RunDir
 
