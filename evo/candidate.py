@@ -126,14 +126,23 @@ def candidate_row(
     return row
 
 
-def failed_verdict(status: str, reason: str, prop: Proposal) -> dict:
-    """A verdict the engine itself reaches (a dead worker, an operator with no child)."""
+def verdict_from_row(row: dict) -> dict:
+    """The verdict a recorded row holds (a deterministic replay takes it instead of judging
+    again); the inverse of `candidate_row` for the verdict's fields."""
+    v = {k: row.get(k) for k in _RESULT_FIELDS}
+    v["versions"] = dict(row.get("versions") or {})  # a Parquet map reads back as pairs
+    v["metrics"] = dict(row.get("metrics") or {})
+    return v
+
+
+def failed_verdict(status: str, reason: str, prop: dict) -> dict:
+    """A verdict the engine itself reaches (a fitness worker that died under a proposal)."""
     return {
         "status": status,
         "reason": reason,
-        "workload": prop.workload,
-        "backend": prop.backend,
-        "source_hash": prop.source_hash,
+        "workload": prop["workload"],
+        "backend": prop["backend"],
+        "source_hash": prop["source_hash"],
         "metrics": {},
         "versions": {},
         "comparable": False,

@@ -470,19 +470,24 @@ _Loader.add_implicit_resolver(
 )
 
 
-def _read_yaml(path: Path) -> Any:
+def _read_text(path: Path) -> str:
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        return yaml.load(path.read_text(), Loader=_Loader)
+        return path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+
+
+def _parse_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_Loader)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = f":{mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}{line}: invalid YAML: {e.problem or e.context}") from None
+        raise ConfigError(f"{source}{line}: invalid YAML: {e.problem or e.context}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: invalid YAML: {e}") from None
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+        raise ConfigError(f"{source}: invalid YAML: {e}") from None
 
 
 def load_config(path: str | Path | None, overrides: dict | None = None) -> RunConfig:
@@ -492,7 +497,13 @@ def load_config(path: str | Path | None, overrides: dict | None = None) -> RunCo
     of the file and is validated like it. An error an override caused names "override".
     """
     path = Path(path) if path is not None else DEFAULT_CONFIG
-    data = _read_yaml(path)
+    return load_config_text(_read_text(path), str(path), overrides)
+
+
+def load_config_text(text: str, source: str, overrides: dict | None = None) -> RunConfig:
+    """`load_config` of YAML text read from anywhere (a run directory on an object store);
+    `source` names it in errors."""
+    data = _parse_yaml(text, source)
     data = {} if data is None else data
     overrides = overrides or {}
     for dotted in overrides:
@@ -504,14 +515,17 @@ def load_config(path: str | Path | None, overrides: dict | None = None) -> RunCo
     except ConfigError as e:
         key = e.key or ""
         from_override = any(key == k or key.startswith((f"{k}.", f"{k}[")) for k in overrides)
-        raise _with_source(e, "override" if from_override else str(path)) from None
+        raise _with_source(e, "override" if from_override else source) from None
+
+
+def config_yaml(cfg: RunConfig) -> str:
+    """`cfg` as YAML (the resolved config, as run); `load_config_text` reads it back equal."""
+    text = yaml.safe_dump(cfg.to_dict(), sort_keys=False, default_flow_style=None)
+    return f"# Resolved config of run '{cfg.name}', as run.\n" + text
 
 
 def dump_config(cfg: RunConfig, path: str | Path) -> None:
-    """Write `cfg` as YAML (the resolved config, as run); `load_config` reads it back equal."""
-    text = yaml.safe_dump(cfg.to_dict(), sort_keys=False, default_flow_style=None)
-    header = f"# Resolved config of run '{cfg.name}', as run.\n"
-    Path(path).write_text(header + text)
+    Path(path).write_text(config_yaml(cfg))
 
 
 def default_run_dir(cfg: RunConfig, today: date | None = None) -> str:

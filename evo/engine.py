@@ -9,88 +9,27 @@ replays the lineage and continues exactly where an uninterrupted run would be.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import ray
 
 from evo.budget import Budget, BudgetExceeded
-from evo.config import RunConfig, load_config
+from evo.candidate import failed_verdict, verdict_from_row
+from evo.config import RunConfig, config_yaml, load_config_text
 from evo.island import IslandHost
 from evo.lineage import LineageWriter, read_table
+from evo.pool import WORKER_DIED, FitnessPool
+from evo.progress import LiveView, Progress
 from evo.rundir import RunDir
 from fitness.errors import EvoError
 from fitness.workloads import resolve_workload
-
-WORKER_DIED = "fitness worker died during the evaluation"
-
-
-@dataclass
-class Progress:
-    """What the live view shows; updated by the driver loop."""
-
-    evaluated: int = 0
-    started: float = field(default_factory=time.monotonic)
-    statuses: dict = field(default_factory=lambda: defaultdict(int))
-    best: dict = field(default_factory=dict)  # workload -> best fitness
-    busy_s: float = 0.0
-
-    def rate(self) -> float:
-        return self.evaluated / max(time.monotonic() - self.started, 1e-9) * 60
-
-
-class FitnessPool:
-    """One FitnessService actor per GPU (or CPU workers on the interpreter), fed round-robin
-    by outstanding load; a worker that dies is replaced and its candidates get a verdict."""
-
-    def __init__(self, run_id: str, device: str, workers: int | None = None, worker_cls=None):
-        gpus = int(ray.cluster_resources().get("GPU", 0))
-        self.gpu = gpus > 0 and device != "cpu"
-        self.n = workers or (gpus if self.gpu else 1)
-        self.run_id, self.device = run_id, device
-        self.worker_cls = worker_cls  # another fitness actor class (the overhead benchmark's)
-        self.workers = [self._start(k) for k in range(self.n)]
-        self.load = [0] * self.n
-        self.restarts = 0
-
-    def _start(self, k: int):
-        from fitness.worker import FitnessService
-
-        res = {"num_gpus": 1, "num_cpus": 0} if self.gpu else {"num_cpus": 0.5}
-        cls = ray.remote(max_concurrency=4, **res)(self.worker_cls or FitnessService)
-        name = f"evo-fitness-{self.run_id}-{k}"
-        return cls.options(name=name, max_restarts=0).remote(device=self.device)
-
-    def submit(self, requests: list[dict]) -> list[tuple]:
-        """Each request to the least-loaded worker; one call per worker for all of its share.
-        Returns (ref, worker index, worker handle, the requests' positions) per call."""
-        share: dict[int, list[int]] = defaultdict(list)
-        for pos in range(len(requests)):
-            k = min(range(self.n), key=lambda i: self.load[i])
-            self.load[k] += 1
-            share[k].append(pos)
-        return [
-            (self.workers[k].evaluate_many.remote([requests[p] for p in ps]), k,
-             self.workers[k], ps)
-            for k, ps in share.items()
-        ]  # fmt: skip
-
-    def done(self, k: int, n: int = 1) -> None:
-        self.load[k] = max(0, self.load[k] - n)
-
-    def replace(self, k: int) -> None:
-        try:
-            ray.kill(self.workers[k])
-        except Exception:  # noqa: BLE001 - it is already gone
-            pass
-        self.workers[k] = self._start(k)
-        self.load[k] = 0
-        self.restarts += 1
 
 
 class Engine:
@@ -144,8 +83,6 @@ class Engine:
             return []
         if kb.problems:
             return [f"kernelbench:{p}" for p in kb.problems]
-        import os
-
         from fitness.workloads import KernelBenchIndex
 
         root = kb.root or os.environ.get("KERNELBENCH_ROOT")
@@ -177,7 +114,7 @@ class Engine:
         if not self.resume:
             if self.rd.exists("candidates"):
                 raise EvoError(f"{self.rd.uri} already holds a run; use `evo resume` on it")
-            self.rd.write_text("config.yaml", _yaml(self.cfg))
+            self.rd.write_text("config.yaml", config_yaml(self.cfg))
         b = self.cfg.budgets
         self.budget = Budget(
             max_evals=b.max_evals,
@@ -292,11 +229,7 @@ class Engine:
             self.recorded = {r["candidate_id"]: r for r in rows}
             ids = list(self.recorded)
             ray.get([h.set_recorded.remote(ids) for h in self.hosts.values()])
-            evals = defaultdict(int)
-            for r in rows:
-                if not r.get("is_migrant"):
-                    evals[r["workload"]] += 1
-            self.budget.set_evals(dict(evals))
+            self.budget.set_evals(_evals(rows))
             self._event("resume", "", {"mode": "replay", "recorded": len(rows)})
             return []
         done = {w: set(ids) for w, ids in ckpt["integrated"].items()}
@@ -307,13 +240,7 @@ class Engine:
         have = {r["candidate_id"] for r in rows}
         again = [p for p in ckpt["in_flight"] if p["candidate_id"] not in have]
         # The lineage is the truth: every judged row, and every child submitted again.
-        evals: dict[str, int] = defaultdict(int)
-        for r in rows:
-            if not r.get("is_migrant"):
-                evals[r["workload"]] += 1
-        for p in again:
-            evals[p["workload"]] += 1
-        self.budget.set_evals(dict(evals))
+        self.budget.set_evals(_evals(rows + again))
         self._event(
             "resume",
             "",
@@ -346,8 +273,7 @@ class Engine:
         self.outbox: list[tuple] = []  # (workload, proposal, request) not yet sent
         self.in_flight: dict[str, list[dict]] = defaultdict(list)  # island -> proposals
         self.buffer: dict[str, dict[int, tuple]] = defaultdict(dict)  # det: step -> item
-        self.next_fold: dict[str, int] = {}
-        self.next_fold = {isl: 0 for w in self.hosts for isl in self.islands[w]}
+        self.next_fold: dict[str, int] = {isl: 0 for w in self.hosts for isl in self.islands[w]}
         self.proposed: dict[str, int] = defaultdict(int)
         self.folded: dict[str, int] = defaultdict(int)  # verdicts folded per workload
         self.quota = self._quotas() if det else {}
@@ -360,7 +286,7 @@ class Engine:
                 self._fold_ready(w)
         self._send()
         last_ckpt = time.monotonic()
-        with _live(self) as live:
+        with LiveView(self) as live:
             while self.pending:
                 if self._stop.is_set():
                     self.stop_reason = self.stop_reason or "signal"
@@ -392,7 +318,8 @@ class Engine:
             except ray.exceptions.RayError as e:
                 died = isinstance(e, ray.exceptions.RayActorError)
                 what = WORKER_DIED if died else "fitness service fault"
-                verdicts = [_died(prop, e, what) for _, prop in items]
+                reason = f"{what}: {type(e).__name__}"
+                verdicts = [failed_verdict("runtime_error", reason, prop) for _, prop in items]
                 ids = [prop["candidate_id"] for _, prop in items]
                 detail = {"worker": worker, "error": str(e)[-1500:], "candidate_ids": ids}
                 self._event("fault", items[0][1]["island"], detail)
@@ -481,12 +408,8 @@ class Engine:
             return
         for prop in self._call(w, "propose_many", wants):
             self.proposed[prop["island"]] += 1
-            try:
-                self.budget.reserve_eval(w)
-            except BudgetExceeded as e:
-                self._budget_stop(e.kind, w)
+            if not self._admit(w, prop):
                 return
-            self._submit(w, prop)
 
     def _propose(self, w: str, isl: str, n: int) -> None:
         if self.stop_reason or w in self.spent_workloads:
@@ -506,14 +429,20 @@ class Engine:
                         "child there (was the run deterministic, with the same config?)"
                     )
                 self.in_flight[isl].append(prop)
-                self.buffer[isl][prop["step"]] = (prop, _verdict_of(rec))
+                self.buffer[isl][prop["step"]] = (prop, verdict_from_row(rec))
                 continue
-            try:
-                self.budget.reserve_eval(w)
-            except BudgetExceeded as e:
-                self._budget_stop(e.kind, w)
+            if not self._admit(w, prop):
                 return
-            self._submit(w, prop)
+
+    def _admit(self, w: str, prop: dict) -> bool:
+        """Reserve the child's evaluation and queue it; False once a budget says stop."""
+        try:
+            self.budget.reserve_eval(w)
+        except BudgetExceeded as e:
+            self._budget_stop(e.kind, w)
+            return False
+        self._submit(w, prop)
+        return True
 
     def _submit(self, w: str, prop: dict) -> None:
         req = {
@@ -619,9 +548,6 @@ class Engine:
         }
 
     def _event(self, kind: str, island: str, detail: dict) -> None:
-        import json
-        from datetime import UTC, datetime
-
         self.events.append(
             {
                 "run_id": self.run_id,
@@ -639,90 +565,13 @@ class Engine:
             signal.signal(sig, lambda *_: self._stop.set())
 
 
-def _verdict_of(row: dict) -> dict:
-    keys = (
-        "status",
-        "reason",
-        "runtime_ms",
-        "runtime_iqr_ms",
-        "speedup_vs_eager",
-        "speedup_vs_compile",
-        "sol_ms",
-        "sol_fraction",
-        "max_abs_err",
-        "max_rel_err",
-        "device",
-        "versions",
-        "precision",
-        "atol",
-        "rtol",
-        "comparable",
-        "audit",
-        "protocol_version",
-        "baseline_eager_ms",
-        "baseline_compile_ms",
-        "eval_seconds",
-    )
-    v = {k: row.get(k) for k in keys}
-    v["metrics"] = dict(row.get("metrics") or {})  # a Parquet map reads back as pairs
-    v["versions"] = dict(row.get("versions") or {})
-    return v
-
-
-def _died(prop: dict, e: Exception, what: str) -> dict:
-    return {
-        "status": "runtime_error",
-        "reason": f"{what}: {type(e).__name__}",
-        "workload": prop["workload"],
-        "backend": prop["backend"],
-        "metrics": {},
-        "versions": {},
-        "comparable": False,
-        "audit": False,
-    }
-
-
-def _yaml(cfg: RunConfig) -> str:
-    import yaml
-
-    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
-
-
-class _live:
-    """The live terminal view (rich), or nothing with --quiet."""
-
-    def __init__(self, engine: Engine):
-        self.e = engine
-        self.live = None
-
-    def __enter__(self):
-        if self.e.quiet:
-            return lambda: None
-        from rich.live import Live
-
-        self.live = Live(self._render(), refresh_per_second=2, transient=False)
-        self.live.__enter__()
-        return lambda: self.live.update(self._render())
-
-    def __exit__(self, *exc):
-        if self.live is not None:
-            self.live.update(self._render())
-            self.live.__exit__(*exc)
-
-    def _render(self):
-        from rich.table import Table
-
-        p, e = self.e.progress, self.e
-        t = Table(title=f"evo run {e.run_id}  {e.rd.uri}", show_header=False)
-        busy = p.busy_s / max(time.monotonic() - p.started, 1e-9) / max(e.pool.n, 1)
-        t.add_row("evaluations", f"{p.evaluated}  ({p.rate():.1f}/min)")
-        t.add_row("worker busy", f"{100 * min(busy, 1.0):.0f}%  ({e.pool.n} workers)")
-        t.add_row("statuses", ", ".join(f"{k} {v}" for k, v in sorted(p.statuses.items())))
-        snap = e.budget.snapshot()
-        t.add_row("llm", f"${snap.get('llm_dollars', 0):.4f}, {snap.get('llm_tokens', 0)} tokens")
-        if e.stop_reason:
-            t.add_row("stopping", e.stop_reason)
-        return t
+def _evals(items: list[dict]) -> dict[str, int]:
+    """Evaluations per workload: judged rows (not migrant copies) and proposals."""
+    evals: dict[str, int] = defaultdict(int)
+    for r in items:
+        if not r.get("is_migrant"):
+            evals[r["workload"]] += 1
+    return dict(evals)
 
 
 def run_config(cfg: RunConfig, run_dir: str, from_run: str | None = None, quiet: bool = False):
@@ -733,12 +582,8 @@ def resume(run_dir: str, max_evals: int | None = None, quiet: bool = False) -> d
     rd = RunDir(run_dir)
     if not rd.exists("config.yaml"):
         raise EvoError(f"{run_dir}: no config.yaml; is this a run directory?")
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(rd.read_text("config.yaml"))
     over = {"run_dir": run_dir}
     if max_evals is not None:
         over["budgets.max_evals"] = max_evals
-    cfg = load_config(f.name, over)
+    cfg = load_config_text(rd.read_text("config.yaml"), rd.path("config.yaml"), over)
     return Engine(cfg, run_dir, resume=True, quiet=quiet).run()

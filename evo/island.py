@@ -142,7 +142,7 @@ class IslandHost:
         return self.rngs[island]
 
     # -- integrating
-    def integrate(self, items: list[tuple[dict, dict]], record: bool = True) -> dict:
+    def integrate(self, items: list[tuple[dict, dict]], record: bool = True) -> None:
         """Fold judged proposals into their islands; write their rows unless `record` is off
         (rows already in the lineage, folded back on resume)."""
         for prop_d, verdict in items:
@@ -155,9 +155,8 @@ class IslandHost:
                 self.rows.append(row)
         self.rows.maybe_flush()
         self.events.maybe_flush()
-        return self.summary()
 
-    def fold_rows(self, rows: list[dict]) -> dict:
+    def fold_rows(self, rows: list[dict]) -> None:
         """Rows recorded after the last checkpoint, folded back in (resume); nothing written."""
         for row in sorted(rows, key=lambda r: (r["island"], r["step"])):
             if row["island"] in self.pops:
@@ -165,7 +164,6 @@ class IslandHost:
                 self.next_step[row["island"]] = max(
                     self.next_step[row["island"]], int(row["step"]) + 1
                 )
-        return self.summary()
 
     def _fold(self, island: str, row: dict) -> None:
         m = Member(
@@ -241,9 +239,6 @@ class IslandHost:
             best[n] = top[0].fitness if top else None
         return {"workload": self.workload, "best": best, "next_step": dict(self.next_step)}
 
-    def best_members(self, k: int = 1) -> list[dict]:
-        return [m.to_dict() for pop in self.pops.values() for m in pop.best(k)]
-
     def get_state(self) -> dict:
         self.flush()
         return {
@@ -288,9 +283,6 @@ class IslandHost:
 
     def set_recorded(self, ids: list[str]) -> None:
         self.recorded = set(ids)
-
-    def event(self, kind: str, island: str, detail: dict) -> None:
-        self._event(kind, island, detail)
 
     def _event(self, kind: str, island: str, detail: dict) -> None:
         self.events.append(

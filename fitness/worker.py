@@ -66,11 +66,15 @@ class FitnessService:
         threading.Thread(target=self._loop, name="fitness-gpu", daemon=True).start()
 
     # -- the stream interface
-    def submit(self, request: EvalRequest | dict) -> str:
-        """Queue a candidate and start its build now; returns its request id."""
+    def submit(self, request: EvalRequest | dict, waiter: Future | None = None) -> str:
+        """Queue a candidate and start its build now; returns its request id. Its verdict goes
+        to `waiter` if given, else to the `poll` queue."""
         req = request if isinstance(request, EvalRequest) else EvalRequest(**request)
         if not req.request_id:
             req.request_id = f"r{next(self._ids)}"
+        if waiter is not None:
+            with self._lock:
+                self._waiters[req.request_id] = waiter
         build = None
         if req.backend == "cuda" and self.device == "cuda":
             build = self._builds.submit(
@@ -99,16 +103,9 @@ class FitnessService:
 
         Safe from several threads at once (a Ray actor with max_concurrency): each caller
         waits on its own requests' futures, never on the shared `poll` queue."""
-        reqs = [r if isinstance(r, EvalRequest) else EvalRequest(**r) for r in requests]
-        futures = []
-        for req in reqs:
-            if not req.request_id:
-                req.request_id = f"r{next(self._ids)}"
-            fut: Future = Future()
-            with self._lock:
-                self._waiters[req.request_id] = fut
-            futures.append(fut)
-            self.submit(req)
+        futures = [Future() for _ in requests]
+        for req, fut in zip(requests, futures, strict=True):
+            self.submit(req, fut)
         return [f.result() for f in futures]
 
     def info(self) -> dict:
