@@ -23,7 +23,7 @@ import torch
 
 from fitness.guardrails import GuardrailConfig, check, defines_model_new, strip_comments
 from fitness.inputs import Round
-from fitness.lockstep import Ticks, TimingRefused, check_ticks, run_ticks
+from fitness.lockstep import Ticks, TimingRefused, check_ticks, outliving_ms, run_ticks
 from fitness.precision import Precision, tolerance
 from fitness.processes import Child, ChildFailed, Message
 from fitness.results import EvalResult, Status
@@ -479,8 +479,12 @@ class _Protocol:
         # On the interpreter the judge's own clock is the record whenever the child claims less
         # (its timings are never comparable anyway). On a GPU the events are the record, and a
         # claim below 0.8x the judge's clock, less 0.3 ms, is refused (check_ticks).
+        # Work that outlived the stream (beyond the judge's noise) counts, as if each sample
+        # ended at the device-wide end; a gross case was refused above.
         gpu = self.opts.device == "cuda"
-        self.res.runtime_ms = ticks.median if gpu else max(ticks.median, per_call)
+        tail = outliving_ms(ticks, calib) if gpu else 0.0
+        self.res.metrics["outliving_ms"] = round(tail, 6)
+        self.res.runtime_ms = ticks.median + tail if gpu else max(ticks.median, per_call)
         self.res.runtime_iqr_ms = ticks.iqr
 
     def _record_device(self, facts: dict) -> None:

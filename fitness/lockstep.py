@@ -68,6 +68,21 @@ def run_ticks(
     return out
 
 
+# Host noise in the tail (the sync's wake-up, the record after it): on an H100 an honest
+# CUDA kernel's median tail measured 0.05 ms above the no-op calibration's (2026-11-22).
+TAIL_NOISE_MS = 0.05
+
+
+def outliving_ms(ticks: Ticks, calibration: Ticks) -> float:
+    """Work per call that ran after the stream's end, beyond the judge's own noise.
+
+    The sample of record ends at the device-wide end (EVALUATION.md), so this is added to the
+    stream's median: work on a side stream or deferred past the call is timed, not hidden.
+    """
+    tail = statistics.median(ticks.tails) - statistics.median(calibration.tails)
+    return max(tail - TAIL_NOISE_MS, 0.0)
+
+
 class TimingRefused(Exception):
     """The samples cannot be trusted; the message is the one-line reason."""
 
@@ -87,8 +102,8 @@ def check_ticks(ticks: Ticks, calibration: Ticks, gpu: bool) -> None:
             "timer tampering: timing replies arrived faster than a call can run "
             f"({ticks.wall:.4g} ms against {calibration.wall:.4g} ms for a no-op)"
         )
-    tail = statistics.median(ticks.tails) - statistics.median(calibration.tails)
-    if tail > max(0.05, 0.1 * ticks.median):
+    tail = outliving_ms(ticks, calibration)
+    if tail > ticks.median:
         raise TimingRefused(
             f"work outlives the call: {tail:.4g} ms per call ran after the stream's end "
             f"(another stream, thread or deferred work) on top of {ticks.median:.4g} ms"
@@ -99,9 +114,9 @@ def check_ticks(ticks: Ticks, calibration: Ticks, gpu: bool) -> None:
     # kernels measured 0.05-0.25 ms above their events (protocol 3, 2026-11-22), hence 0.3 ms.
     # On the interpreter, a few samples on a shared CPU are noisy: only a gross gap counts.
     factor, slack = (0.8, 0.3) if gpu else (0.25, 1.0)
-    if ticks.median < factor * per_call - slack:
+    if ticks.median + tail < factor * per_call - slack:
         raise TimingRefused(
-            f"timer tampering: reported median {ticks.median:.4g} ms, but the judge's clock "
+            f"timer tampering: reported median {ticks.median + tail:.4g} ms, but the judge's clock "
             f"shows {per_call:.4g} ms per call"
         )
 

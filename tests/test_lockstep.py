@@ -62,3 +62,31 @@ def test_rechecked_calls_are_drawn_independently_and_never_none():
         assert [r.seed for r in proto.rechecks] == [proto.tick_seeds[i] for i in proto.recheck_at]
         counts.add(len(proto.recheck_at))
     assert len(counts) >= 4, counts
+
+
+def _ticks(samples, tails, walls):
+    from fitness.lockstep import Ticks
+
+    return Ticks(samples=list(samples), tails=list(tails), walls=list(walls))
+
+
+def test_work_after_the_streams_end_is_timed_beyond_the_noise_and_refused_when_gross():
+    """The sample of record ends at the device-wide end: a tail over the calibration's, less
+    the judge's noise allowance, is added to the stream's median; most of the work outside the
+    stream is refused by name."""
+    import pytest
+
+    from fitness.lockstep import TAIL_NOISE_MS, TimingRefused, check_ticks, outliving_ms
+
+    calib = _ticks([0.01] * 9, [0.02] * 9, [0.3] * 9)
+    honest = _ticks([0.18] * 9, [0.02 + TAIL_NOISE_MS] * 9, [0.6] * 9)
+    assert outliving_ms(honest, calib) == 0.0
+    check_ticks(honest, calib, gpu=True)
+
+    partial = _ticks([0.5] * 9, [0.02 + TAIL_NOISE_MS + 0.2] * 9, [1.0] * 9)
+    assert abs(outliving_ms(partial, calib) - 0.2) < 1e-9
+    check_ticks(partial, calib, gpu=True)
+
+    side = _ticks([0.01] * 9, [0.02 + TAIL_NOISE_MS + 1.0] * 9, [1.3] * 9)
+    with pytest.raises(TimingRefused, match="work outlives the call"):
+        check_ticks(side, calib, gpu=True)
