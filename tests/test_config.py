@@ -44,9 +44,9 @@ def test_quickstart_is_the_default_and_runs_three_builtins_offline():
     assert cfg == load_config(EXPERIMENTS / "quickstart.yaml")
     assert cfg.name == "quickstart"
     assert cfg.workloads == (
+        "builtin:matmul",
         "builtin:matmul_bias_relu",
         "builtin:matmul_scale_gelu",
-        "builtin:scaled_gelu",
     )
     assert cfg.backends == ("triton",)
     assert cfg.population.islands == 2
