@@ -23,7 +23,14 @@ import torch
 
 from fitness.guardrails import GuardrailConfig, check, defines_model_new, strip_comments
 from fitness.inputs import Round
-from fitness.lockstep import Ticks, TimingRefused, check_ticks, outliving_ms, run_ticks
+from fitness.lockstep import (
+    Ticks,
+    TimingRefused,
+    check_ticks,
+    outliving_ms,
+    run_ticks,
+    tail_excess_ms,
+)
 from fitness.precision import Precision, tolerance
 from fitness.processes import Child, ChildFailed, Message
 from fitness.results import EvalResult, Status
@@ -483,6 +490,8 @@ class _Protocol:
         # ended at the device-wide end; a gross case was refused above.
         gpu = self.opts.device == "cuda"
         tail = outliving_ms(ticks, calib) if gpu else 0.0
+        if gpu:
+            self.res.metrics["tail_excess_ms"] = round(tail_excess_ms(ticks, calib), 6)
         self.res.metrics["outliving_ms"] = round(tail, 6)
         self.res.runtime_ms = ticks.median + tail if gpu else max(ticks.median, per_call)
         self.res.runtime_iqr_ms = ticks.iqr
