@@ -13,6 +13,7 @@ import random
 import re
 import secrets
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -495,6 +496,16 @@ class _Protocol:
         self.res.metrics["outliving_ms"] = round(tail, 6)
         self.res.runtime_ms = ticks.median + tail if gpu else max(ticks.median, per_call)
         self.res.runtime_iqr_ms = ticks.iqr
+        # Diagnostics only (the child's own figures): the spread, and its host time per call.
+        q = (
+            statistics.quantiles(ticks.samples, n=10)
+            if len(ticks.samples) > 1
+            else [ticks.median] * 9
+        )
+        self.res.metrics["p10_ms"], self.res.metrics["p90_ms"] = round(q[0], 6), round(q[-1], 6)
+        hosts = [h for h in ticks.hosts if h == h]
+        if hosts:
+            self.res.metrics["child_host_ms"] = round(statistics.median(hosts), 6)
 
     def _record_device(self, facts: dict) -> None:
         self.res.device = facts.get("device", "")

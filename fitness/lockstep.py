@@ -22,6 +22,9 @@ from fitness.processes import Child, Message
 class Ticks:
     samples: list[float] = field(default_factory=list)  # the child's event times, ms
     tails: list[float] = field(default_factory=list)  # stream end to device-wide end, ms
+    hosts: list[float] = field(
+        default_factory=list
+    )  # the child's host ms per call (told, untrusted)
     walls: list[float] = field(default_factory=list)  # the judge's round trip per call, ms
     rechecks: list[Message] = field(default_factory=list)  # outputs of the re-checked calls
 
@@ -62,6 +65,8 @@ def run_ticks(
             raise TimingRefused("malformed timing reply")
         out.samples.append(float(sample))
         out.tails.append(float(tail))
+        host = msg.fields.get("host")
+        out.hosts.append(float(host) if _plain_number(host) else float("nan"))
         if i in fetch:
             child.send("fetch", index=fetch[i])
             out.rechecks.append(expect(child, "output", "time"))

@@ -392,8 +392,8 @@ class _CandidateState:
         del fresh
         fn = noop if cmd.get("noop") else self.models[None]
         with torch.no_grad():
-            self.last, ms, tail = self.clock.call(fn, sets[i % len(sets)])
-        send(conn, "tick", i=i, sample=ms, tail=tail)
+            self.last, ms, tail, host = self.clock.call_host(fn, sets[i % len(sets)])
+        send(conn, "tick", i=i, sample=ms, tail=tail, host=host)
 
     def op_fetch(self, conn, cmd) -> None:
         """The outputs of the last timed call, for a re-check the judge chose after it ran."""

@@ -6,7 +6,10 @@ import time
 
 import torch
 
-SPIN_CYCLES = 300_000  # about 0.15-0.2 ms of GPU time
+# About 0.5 ms of GPU time: the host enqueues the flush, the start event and the whole call
+# while it runs, so launch overhead stays out of the sample. In the engine (Ray actors on the
+# same host) 0.15 ms was too short for some calls (2026-11-22).
+SPIN_CYCLES = 1_000_000
 
 
 class Clock:
@@ -35,6 +38,12 @@ class Clock:
         self._now = time.perf_counter
 
     def call(self, fn, args) -> tuple[object, float, float]:
+        out, ms, tail, _ = self.call_host(fn, args)
+        return out, ms, tail
+
+    def call_host(self, fn, args) -> tuple[object, float, float, float]:
+        """`call`, plus the host's ms from the start event's record to the call's return (on
+        a GPU, a figure above the spin's length means launch overhead reached the sample)."""
         """(output, sample ms, ms between the stream's end and the device-wide end, host
         wake-up left out)."""
         if self.cuda:
@@ -43,17 +52,21 @@ class Clock:
             self._spin(SPIN_CYCLES)
             self.flush_buf.zero_()
             self.start.record()
+            h = self._now()
             out = fn(*args)
+            h = (self._now() - h) * 1e3
             self.end.record()
             self.end.synchronize()
             self.mark.record()
             self._sync()
             self.after.record()
             self.after.synchronize()
-            return out, self.start.elapsed_time(self.end), self.mark.elapsed_time(self.after)
+            sample = self.start.elapsed_time(self.end)
+            return out, sample, self.mark.elapsed_time(self.after), h
         t0 = self._now()
         out = fn(*args)
-        return out, (self._now() - t0) * 1e3, 0.0
+        ms = (self._now() - t0) * 1e3
+        return out, ms, 0.0, ms
 
 
 def alias(x):

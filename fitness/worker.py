@@ -3,15 +3,21 @@
 `FitnessService` is the plain class (usable without Ray); `FitnessWorker` is the same class as
 a Ray actor with `num_gpus=1`. Submitted candidates queue in order; CUDA candidates start
 building at once in CPU-only children (compile ahead) while the GPU evaluates earlier ones.
+
+On a GPU the judge runs in a process of its own, fed by the service: the judge's clock is the
+measurement of record for the wall-clock cross-check, and inside a Ray actor its timed loop
+would share the interpreter lock with the actor's threads.
 """
 
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 import os
 import queue
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 
 from fitness.cache import JsonCache, default_cache_dir, digest
@@ -49,8 +55,13 @@ class FitnessService:
         cache: bool = False,
         build_jobs: int = 4,
         cuda_arch: str | None = None,
+        judge_process: bool | None = None,
     ):
         self.device = resolve_device(device)
+        # None: a judge process of its own on a GPU (see the module's docstring), in-process on
+        # the CPU, where the interpreter's timings are never comparable.
+        self.judge_process = self.device == "cuda" if judge_process is None else judge_process
+        self._judges: ProcessPoolExecutor | None = None
         self.extension_dir = extension_dir or os.path.join(default_cache_dir(), "extensions")
         self.cache = JsonCache(default_cache_dir(), "verdicts") if cache else None
         self.cuda_arch = cuda_arch
@@ -167,7 +178,7 @@ class FitnessService:
                     log=built.log,
                     caught_by="runtime",
                 )
-        res = evaluate(req.source, workload, opts)
+        res = self._evaluate(req.source, workload, opts)
         if build is not None:
             res.metrics["build_seconds"] = round(build.result().seconds, 3)
         self._last_device = (res.device, res.versions)
@@ -176,6 +187,33 @@ class FitnessService:
         if key and res.status is not Status.RUNTIME_ERROR and res.status is not Status.TIMEOUT:
             self.cache.put(key, res.to_dict())
         return res
+
+    def _evaluate(self, source: str, workload: Workload, opts: EvalOptions) -> EvalResult:
+        if not self.judge_process:
+            return evaluate(source, workload, opts)
+        if self._judges is None:
+            spawn = multiprocessing.get_context("spawn")
+            self._judges = ProcessPoolExecutor(max_workers=1, mp_context=spawn)
+        try:
+            return self._judges.submit(evaluate, source, workload, opts).result()
+        except BrokenProcessPool:
+            # The next candidate gets a fresh judge; this one's verdict is a fault.
+            self._judges.shutdown(wait=False, cancel_futures=True)
+            self._judges = None
+            return EvalResult(
+                Status.RUNTIME_ERROR,
+                "fitness service fault: the judge process died",
+                workload=workload.name,
+                backend=opts.backend,
+                source_hash=source_hash(source),
+                precision=opts.precision.value,
+            )
+
+    def judge_pid(self) -> int | None:
+        """The judge process's pid, once it has judged a candidate (None when in-process)."""
+        if self._judges is None:
+            return None
+        return next(iter(self._judges._processes), None)  # noqa: SLF001 - for tests and ops
 
     def _cache_key(self, req: EvalRequest, workload: Workload, opts: EvalOptions) -> str | None:
         """Everything that changes the verdict (EVALUATION.md, caches); None until it is known."""

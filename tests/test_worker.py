@@ -71,3 +71,30 @@ def test_one_worker_per_gpu_on_ray(ray_cluster):
     assert done[0][0] == rid and done[0][1]["status"] == "correct"
     for w in workers:
         ray_cluster.kill(w)
+
+
+def test_a_judge_process_of_its_own_judges_and_is_replaced_when_it_dies():
+    """On a GPU the judge runs apart from the service (its clock must not share a Ray actor's
+    interpreter lock); a judge killed mid-evaluation is a fault, and the next gets a new one."""
+    import os
+    import signal
+    import threading
+    import time
+
+    service = FitnessService(device="cpu", judge_process=True)
+    assert service.evaluate(request("row_sum"))["status"] == "correct"
+    first = service.judge_pid()
+    assert first and first != os.getpid()
+
+    src = (SEEDS / "row_sum_triton.py").read_text()
+    hang = src.replace("class ModelNew", "while True:\n    pass\n\n\nclass ModelNew", 1)
+
+    def kill_judge_soon():
+        time.sleep(3)
+        os.kill(first, signal.SIGKILL)
+
+    threading.Thread(target=kill_judge_soon, daemon=True).start()
+    res = service.evaluate(request("row_sum", hang, guardrails={"enabled": False}))
+    assert res["status"] == "runtime_error" and "judge process died" in res["reason"]
+    assert service.evaluate(request("row_sum"))["status"] == "correct"
+    assert service.judge_pid() not in (None, first)
