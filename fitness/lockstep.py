@@ -37,11 +37,51 @@ class Ticks:
         return statistics.median(self.walls)
 
     @property
+    def low_wall(self) -> float:
+        """A low quantile of the judge's round trips (10th percentile; the least of a few):
+        host noise only ever adds to a round trip, and no call can take less than it runs."""
+        if len(self.walls) < 10:
+            return min(self.walls)
+        return statistics.quantiles(self.walls, n=10)[0]
+
+    @property
     def iqr(self) -> float:
         if len(self.samples) < 2:
             return 0.0
         q = statistics.quantiles(self.samples, n=4)
         return q[2] - q[0]
+
+
+@dataclass
+class Calibration:
+    """The timed loop around no-ops, run before any candidate code is loaded (so its figures
+    are the judge's own): plain, and, on a GPU, with a device wait of a few lengths in place of
+    the call. The host's overhead around a call grows with the call's length (the wake-up
+    after a long wait), so the judge reads it at the length the candidate claims."""
+
+    base: Ticks
+    levels: list[Ticks] = field(default_factory=list)
+
+    @property
+    def wall(self) -> float:
+        return self.base.wall
+
+    def overhead(self, ms: float) -> float:
+        """The judge's round trip less the call itself, for a call of `ms`: linear between the
+        calibrated lengths, flat beyond them."""
+        pts = sorted((t.median, t.low_wall - t.median) for t in [self.base, *self.levels])
+        if ms <= pts[0][0]:
+            return pts[0][1]
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+            if ms <= x1:
+                return y0 + (y1 - y0) * (ms - x0) / (x1 - x0) if x1 > x0 else y1
+        return pts[-1][1]
+
+
+def per_call_ms(ticks: Ticks, calibration: Calibration, claimed: float) -> float:
+    """The judge's own time per call: its low round trip less its overhead for a call of the
+    claimed length. A claim shorter than the truth reads a smaller overhead, not a larger one."""
+    return max(ticks.low_wall - calibration.overhead(claimed), 0.0)
 
 
 def run_ticks(
@@ -50,14 +90,16 @@ def run_ticks(
     expect: Callable[[Child, str, str], Message],
     noop: bool = False,
     fetch: dict[int, int] | None = None,
+    spin: int = 0,
 ) -> Ticks:
     """One call per seed, one tick each; `fetch` maps a call to the re-check that reads its
-    outputs once it has answered."""
+    outputs once it has answered. A `noop` tick with `spin` waits that many GPU cycles in
+    place of the call (calibration only)."""
     fetch = fetch or {}
     out = Ticks()
     for i, seed in enumerate(seeds):
         t = time.perf_counter()
-        child.send("tick", i=i, seed=seed, noop=noop)
+        child.send("tick", i=i, seed=seed, noop=noop, spin=spin)
         msg = expect(child, "tick", "time")
         out.walls.append((time.perf_counter() - t) * 1e3)
         sample, tail = msg.fields.get("sample"), msg.fields.get("tail")
@@ -80,12 +122,12 @@ def run_ticks(
 TAIL_NOISE_MS = 0.05
 
 
-def tail_excess_ms(ticks: Ticks, calibration: Ticks) -> float:
+def tail_excess_ms(ticks: Ticks, calibration: Calibration) -> float:
     """Median tail above the calibration's: what the noise allowance is judged against."""
-    return statistics.median(ticks.tails) - statistics.median(calibration.tails)
+    return statistics.median(ticks.tails) - statistics.median(calibration.base.tails)
 
 
-def outliving_ms(ticks: Ticks, calibration: Ticks) -> float:
+def outliving_ms(ticks: Ticks, calibration: Calibration) -> float:
     """Work per call that ran after the stream's end, beyond the judge's own noise.
 
     The sample of record ends at the device-wide end (EVALUATION.md), so this is added to the
@@ -98,7 +140,7 @@ class TimingRefused(Exception):
     """The samples cannot be trusted; the message is the one-line reason."""
 
 
-def check_ticks(ticks: Ticks, calibration: Ticks, gpu: bool) -> None:
+def check_ticks(ticks: Ticks, calibration: Calibration, gpu: bool) -> None:
     """Raise TimingRefused unless the samples agree with the judge's own clock."""
     if not ticks.samples or any(s <= 0 for s in ticks.samples):
         raise TimingRefused("timer tampering: malformed timing samples")
@@ -119,15 +161,16 @@ def check_ticks(ticks: Ticks, calibration: Ticks, gpu: bool) -> None:
             f"work outlives the call: {tail:.4g} ms per call ran after the stream's end "
             f"(another stream, thread or deferred work) on top of {ticks.median:.4g} ms"
         )
-    per_call = max(ticks.wall - calibration.wall, 0.0)
+    claimed = ticks.median + tail
+    per_call = per_call_ms(ticks, calibration, claimed)
     # The judge's per-call time carries what the calibration cannot cancel: the host's own
     # work around an honest call, and its scheduling noise. On an H100 honest sub-millisecond
     # kernels measured 0.05-0.25 ms above their events (protocol 3, 2026-11-22), hence 0.3 ms.
     # On the interpreter, a few samples on a shared CPU are noisy: only a gross gap counts.
     factor, slack = (0.8, 0.3) if gpu else (0.25, 1.0)
-    if ticks.median + tail < factor * per_call - slack:
+    if claimed < factor * per_call - slack:
         raise TimingRefused(
-            f"timer tampering: reported median {ticks.median + tail:.4g} ms, but the judge's clock "
+            f"timer tampering: reported median {claimed:.4g} ms, but the judge's clock "
             f"shows {per_call:.4g} ms per call"
         )
 

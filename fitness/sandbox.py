@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
+import functools
 import itertools
 import json
 import os
@@ -391,9 +392,12 @@ class _CandidateState:
                 dst.copy_(src)
         del fresh
         fn = noop if cmd.get("noop") else self.models[None]
+        spin = int(cmd.get("spin") or 0)
+        if cmd.get("noop") and spin and self.clock.cuda:  # a calibration call of known length
+            fn = functools.partial(self.clock.wait, spin)
         with torch.no_grad():
-            self.last, ms, tail, host = self.clock.call_host(fn, sets[i % len(sets)])
-        send(conn, "tick", i=i, sample=ms, tail=tail, host=host)
+            self.last, ms, tail = self.clock.call(fn, sets[i % len(sets)])
+        send(conn, "tick", i=i, sample=ms, tail=tail, host=self.clock.host_ms)
 
     def op_fetch(self, conn, cmd) -> None:
         """The outputs of the last timed call, for a re-check the judge chose after it ran."""

@@ -36,16 +36,17 @@ class Clock:
         self._sync = torch.cuda.synchronize
         self._spin = torch.cuda._sleep
         self._now = time.perf_counter
+        self.host_ms = float("nan")
+
+    def wait(self, cycles: int, *_args) -> None:
+        """A device wait of `cycles` GPU cycles in place of a call (calibration)."""
+        self._spin(cycles)
 
     def call(self, fn, args) -> tuple[object, float, float]:
-        out, ms, tail, _ = self.call_host(fn, args)
-        return out, ms, tail
-
-    def call_host(self, fn, args) -> tuple[object, float, float, float]:
-        """`call`, plus the host's ms from the start event's record to the call's return (on
-        a GPU, a figure above the spin's length means launch overhead reached the sample)."""
         """(output, sample ms, ms between the stream's end and the device-wide end, host
-        wake-up left out)."""
+        wake-up left out). Also sets `host_ms`: the host's ms from the start event's record to
+        the call's return (on a GPU, above the spin's length, launch overhead reached the
+        sample)."""
         if self.cuda:
             # A short spin first lets the host enqueue the call before the start event runs,
             # so host-side launch overhead is not counted (as in a pipelined do_bench loop).
@@ -61,12 +62,12 @@ class Clock:
             self._sync()
             self.after.record()
             self.after.synchronize()
-            sample = self.start.elapsed_time(self.end)
-            return out, sample, self.mark.elapsed_time(self.after), h
+            self.host_ms = h
+            return out, self.start.elapsed_time(self.end), self.mark.elapsed_time(self.after)
         t0 = self._now()
         out = fn(*args)
-        ms = (self._now() - t0) * 1e3
-        return out, ms, 0.0, ms
+        self.host_ms = (self._now() - t0) * 1e3
+        return out, self.host_ms, 0.0
 
 
 def alias(x):

@@ -39,7 +39,7 @@ def test_every_tick_command_looks_the_same_and_fetches_come_after_the_answer():
     ticks = run_ticks(child, seeds, answer, fetch=fetch)
     tick_cmds = [f for k, f in child.sent if k == "tick"]
     assert [f["i"] for f in tick_cmds] == list(range(20))
-    assert {frozenset(f) for f in tick_cmds} == {frozenset({"i", "seed", "noop"})}
+    assert {frozenset(f) for f in tick_cmds} == {frozenset({"i", "seed", "noop", "spin"})}
     assert [f["seed"] for f in tick_cmds] == seeds
     # a fetch names the call just answered, never one still to come
     positions = [n for n, (k, _) in enumerate(child.sent) if k == "fetch"]
@@ -76,9 +76,15 @@ def test_work_after_the_streams_end_is_timed_beyond_the_noise_and_refused_when_g
     stream is refused by name."""
     import pytest
 
-    from fitness.lockstep import TAIL_NOISE_MS, TimingRefused, check_ticks, outliving_ms
+    from fitness.lockstep import (
+        TAIL_NOISE_MS,
+        Calibration,
+        TimingRefused,
+        check_ticks,
+        outliving_ms,
+    )
 
-    calib = _ticks([0.01] * 9, [0.02] * 9, [0.3] * 9)
+    calib = Calibration(_ticks([0.01] * 9, [0.02] * 9, [0.3] * 9))
     honest = _ticks([0.18] * 9, [0.02 + TAIL_NOISE_MS] * 9, [0.6] * 9)
     assert outliving_ms(honest, calib) == 0.0
     check_ticks(honest, calib, gpu=True)
@@ -90,3 +96,41 @@ def test_work_after_the_streams_end_is_timed_beyond_the_noise_and_refused_when_g
     side = _ticks([0.01] * 9, [0.02 + TAIL_NOISE_MS + 1.0] * 9, [1.3] * 9)
     with pytest.raises(TimingRefused, match="work outlives the call"):
         check_ticks(side, calib, gpu=True)
+
+
+def test_the_judges_overhead_is_read_at_the_claimed_length():
+    """The host's overhead grows with the call (a wake-up after a long wait): an honest 1.5 ms
+    call whose round trip carries 0.6 ms of it passes; a claim of 0.5 ms for the same round
+    trip reads the short-call overhead, and is refused."""
+    import pytest
+
+    from fitness.lockstep import Calibration, TimingRefused, check_ticks, per_call_ms
+
+    calib = Calibration(
+        _ticks([0.01] * 20, [0.02] * 20, [0.31] * 20),  # overhead 0.3 ms at 0
+        [
+            _ticks([1.0] * 20, [0.02] * 20, [1.5] * 20),  # 0.5 ms at 1 ms
+            _ticks([4.0] * 20, [0.02] * 20, [5.0] * 20),  # 1.0 ms at 4 ms
+        ],
+    )
+    # points (median call, overhead): (0.01, 0.30), (1.0, 0.5), (4.0, 1.0)
+    assert abs(calib.overhead(0.0) - 0.3) < 1e-9 and abs(calib.overhead(2.5) - 0.75) < 1e-9
+    assert abs(calib.overhead(9.0) - 1.0) < 1e-9
+    walls = [2.1] * 20  # 1.5 ms of call and 0.6 ms of overhead
+    honest = _ticks([1.5] * 20, [0.02] * 20, walls)
+    assert abs(per_call_ms(honest, calib, 1.5) - 1.5) < 0.02  # overhead(1.5) = 0.583
+    check_ticks(honest, calib, gpu=True)
+    forged = _ticks([0.5] * 20, [0.02] * 20, walls)
+    with pytest.raises(TimingRefused, match="timer tampering"):
+        check_ticks(forged, calib, gpu=True)
+
+
+def test_a_few_slow_round_trips_do_not_count_against_an_honest_call():
+    """Host noise only adds to a round trip: the judge reads a low quantile of them."""
+    from fitness.lockstep import Calibration, check_ticks, per_call_ms
+
+    calib = Calibration(_ticks([0.01] * 100, [0.02] * 100, [0.3] * 100))
+    walls = [0.7] * 60 + [1.6] * 40  # 40 calls delayed by the host by 0.9 ms
+    ticks = _ticks([0.4] * 100, [0.02] * 100, walls)
+    assert abs(per_call_ms(ticks, calib, 0.4) - 0.4) < 0.02  # overhead 0.29
+    check_ticks(ticks, calib, gpu=True)
