@@ -130,6 +130,9 @@ class Engine:
         self._start_ray()
         seeds = self._workloads()
         cfg_d = self.cfg.to_dict()
+        # The hosts' operator leaves alone the tunables of the target that does not run here.
+        gpu = ray.cluster_resources().get("GPU", 0) > 0 and self.cfg.fitness.device != "cpu"
+        cfg_d["fitness"]["device"] = "cuda" if gpu else "cpu"
         # The hosts write the lineage: they get the credentials and endpoints of the run
         # directory's store from the driver's environment (`AWS_*`, `EVO_S3_ENDPOINT`).
         store_env = {

@@ -56,7 +56,8 @@ class IslandHost:
         self.rngs = {n: random.Random(f"{self.seed}/{n}") for n in self.islands}
         self.next_step = dict.fromkeys(self.islands, 0)
         self.migrations = 0
-        self.operator = operator or ParamOperator()
+        target = {"cuda": "gpu", "cpu": "interpreter"}.get(cfg["fitness"].get("device"))
+        self.operator = operator or ParamOperator(target=target)
         self.fitness = fitness_function(cfg["fitness"]["metric"])
         slug = workload.replace(":", "_").replace("/", "_")
         self.rows = LineageWriter(run_dir, "candidates", slug)

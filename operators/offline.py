@@ -9,6 +9,11 @@ three places: keyword arguments of calls (`kernel[grid](..., BLOCK_M=128, num_wa
 crossover copies whole parameter sets (a call's, a dict's or a function's tunables) from
 another candidate.
 
+A branch taken only under the Triton interpreter (`if os.environ.get("TRITON_INTERPRET") ==
+"1": ...`, its `else`, and what follows an interpreter branch that returns) binds the tunables
+of one target only. On a GPU run the operator leaves the interpreter's tunables alone, and on
+an interpreter run the GPU's: a change there would re-time the parent under a new name.
+
 Left out on purpose: values computed at run time (`triton.next_power_of_2(n_cols)`,
 `block // 256`), kernel argument defaults and tunables named otherwise. A candidate whose
 tunables are all computed has nothing to mutate here: the operator returns None for it.
@@ -51,6 +56,7 @@ class Param:
     end: int
     kind: str  # "block" | "warps" | "stages" | "group"
     scope: int = 0
+    target: str | None = None  # "gpu" | "interpreter" when only that target runs it
 
 
 def param_kind(name: str) -> str | None:
@@ -99,8 +105,55 @@ def find_params(source: str) -> list[Param]:
     except SyntaxError:
         return []
     finder = _Finder(source)
+    finder.regions = _target_regions(tree)
     finder.visit(tree)
     return sorted(finder.params, key=lambda p: p.start)
+
+
+TARGETS = ("gpu", "interpreter")
+
+
+def _interpreter_test(test: ast.expr) -> str | None:
+    """The target whose branch is the `if` body, when `test` asks for TRITON_INTERPRET."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _interpreter_test(test.operand)
+        return None if inner is None else TARGETS[TARGETS.index(inner) - 1]
+    if "TRITON_INTERPRET" not in ast.unparse(test):
+        return None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op = test.ops[0]
+        if isinstance(op, ast.Eq | ast.Is | ast.In):
+            return "interpreter"
+        if isinstance(op, ast.NotEq | ast.IsNot | ast.NotIn):
+            return "gpu"
+        return None
+    return "interpreter" if isinstance(test, ast.Call | ast.Subscript | ast.Name) else None
+
+
+def _target_regions(tree: ast.AST) -> list[tuple[int, int, int, int, str]]:
+    """(first line, col, last line, end col, target) of the code only one target runs."""
+    regions = []
+
+    def span(stmts: list[ast.stmt], target: str) -> None:
+        if stmts:
+            first, last = stmts[0], stmts[-1]
+            end = (last.end_lineno or last.lineno, last.end_col_offset or 0)
+            regions.append((first.lineno, first.col_offset, *end, target))
+
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if not isinstance(stmts, list):
+                continue
+            for i, stmt in enumerate(stmts):
+                if not isinstance(stmt, ast.If) or (body := _interpreter_test(stmt.test)) is None:
+                    continue
+                other = TARGETS[TARGETS.index(body) - 1]
+                span(stmt.body, body)
+                span(stmt.orelse, other)
+                if not stmt.orelse and isinstance(stmt.body[-1], ast.Return | ast.Raise):
+                    span(stmts[i + 1 :], other)
+    return regions
 
 
 class _Finder(ast.NodeVisitor):
@@ -111,6 +164,7 @@ class _Finder(ast.NodeVisitor):
         starts = [0] + [m.end() for m in _NEWLINE.finditer(source)]
         self.line_starts = starts
         self.params: list[Param] = []
+        self.regions: list[tuple[int, int, int, int, str]] = []
         self.scopes = [0]
         self.n_scopes = 1
 
@@ -137,7 +191,10 @@ class _Finder(ast.NodeVisitor):
                 return
         except (ValueError, SyntaxError):
             return
-        self.params.append(Param(name, value.value, start, end, kind, scope))
+        at = (value.lineno, value.col_offset)
+        inside = [r for r in self.regions if (r[0], r[1]) <= at <= (r[2], r[3])]
+        target = max(inside)[4] if inside else None  # the innermost region that holds it
+        self.params.append(Param(name, value.value, start, end, kind, scope, target))
 
     def _visit_scope(self, node: ast.AST) -> None:
         self.scopes.append(self._new_scope())
@@ -214,11 +271,19 @@ class ParamOperator:
 
     name = "offline"
 
-    def __init__(self, max_changes: int = 2, link_names: bool = False):
+    def __init__(self, max_changes: int = 2, link_names: bool = False, target: str | None = None):
         if max_changes < 1:
             raise ValueError(f"max_changes must be at least 1, got {max_changes}")
+        if target is not None and target not in TARGETS:
+            raise ValueError(f"target must be one of {TARGETS} or None, got {target!r}")
         self.max_changes = max_changes
         self.link_names = link_names
+        self.target = target  # None: every tunable; else leave the other target's alone
+
+    def _params(self, source: str) -> list[Param]:
+        return [
+            p for p in find_params(source) if self.target is None or p.target in (None, self.target)
+        ]
 
     def _units(self, params: list[Param]) -> list[list[Param]]:
         units: dict[tuple, list[Param]] = {}
@@ -229,7 +294,7 @@ class ParamOperator:
 
     def mutate(self, source: str, rng: random.Random) -> str | None:
         """`source` with 1..max_changes units moved one step; None if it has no tunables."""
-        units = [u for u in self._units(find_params(source)) if neighbours(u[0])]
+        units = [u for u in self._units(self._params(source)) if neighbours(u[0])]
         if not units:
             return None
         k = rng.randint(1, min(self.max_changes, len(units)))
@@ -252,10 +317,11 @@ class ParamOperator:
         """
         pa, pb = find_params(a), find_params(b)
         from_b = dict(zip(_occurrence_keys(pb), pb))
+        mine = set(self._params(a))
         offers: dict[int, dict[Param, int]] = {}
         for key, p in zip(_occurrence_keys(pa), pa):
             q = from_b.get(key)
-            if q is not None and q.value != p.value and q.value in valid_values(p):
+            if p in mine and q is not None and q.value != p.value and q.value in valid_values(p):
                 offers.setdefault(p.scope, {})[p] = q.value
         if not offers:
             return None

@@ -20,6 +20,7 @@ from fitness.judge import EvalOptions, evaluate, workload_for_device  # noqa: E4
 from fitness.results import Status  # noqa: E402
 from fitness.workloads import BUILTIN_DIR, resolve_workload  # noqa: E402
 from operators.offline import (  # noqa: E402
+    TARGETS,
     Param,
     ParamOperator,
     find_params,
@@ -376,3 +377,56 @@ def test_mutated_seeds_evaluate_to_a_recorded_status_and_stay_correct():
                 values = [p.value for p in find_params(child)][:6]
                 correct_runs_changed.append(values != interpreter)
         assert any(correct_runs_changed), name  # a correct child that ran changed values
+
+
+# --- targets: the interpreter's branch and the GPU's ----------------------------------------
+
+
+def test_the_seed_interpreter_branch_binds_the_interpreters_tunables_only():
+    params = find_params(seed("matmul"))
+    by_target = {t: {p.name: p.value for p in params if p.target == t} for t in TARGETS}
+    assert by_target["interpreter"]["BLOCK_M"] == 16 and by_target["interpreter"]["num_stages"] == 1
+    assert by_target["gpu"]["BLOCK_M"] == 128 and by_target["gpu"]["num_warps"] == 8
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_targeted_operator_leaves_the_other_targets_tunables_alone(target):
+    source = seed("matmul")
+    before = find_params(source)
+    op = ParamOperator(max_changes=3, target=target)
+    for i in range(100):
+        after = find_params(op.mutate(source, random.Random(i)))
+        moved = {p.target for p, q in zip(before, after) if p.value != q.value}
+        assert moved and moved <= {target, None}, moved
+
+
+IF_FORMS = [
+    (
+        'if os.environ.get("TRITON_INTERPRET") == "1":\n    B = dict(BLOCK_SIZE=64)\n'
+        "else:\n    B = dict(BLOCK_SIZE=1024)\n",
+        {64: "interpreter", 1024: "gpu"},
+    ),
+    (
+        'if os.getenv("TRITON_INTERPRET") != "1":\n    BLOCK_SIZE = 1024\n'
+        "else:\n    BLOCK_SIZE = 64\n",
+        {64: "interpreter", 1024: "gpu"},
+    ),
+    ('if not os.environ.get("TRITON_INTERPRET"):\n    BLOCK_SIZE = 1024\n', {1024: "gpu"}),
+    (
+        "def cfg():\n    if INTERP == 1:\n        return dict(BLOCK_SIZE=64)\n"
+        "    return dict(BLOCK_SIZE=1024)\n",
+        {64: None, 1024: None},
+    ),  # no TRITON_INTERPRET: both
+    ("BLOCK_SIZE = 256\n", {256: None}),
+]
+
+
+@pytest.mark.parametrize(("code", "want"), IF_FORMS)
+def test_interpreter_branches_are_recognised_in_their_usual_forms(code, want):
+    got = {p.value: p.target for p in find_params("import os\n" + code)}
+    assert got == want
+
+
+def test_an_unknown_target_is_refused():
+    with pytest.raises(ValueError, match="target"):
+        ParamOperator(target="tpu")
