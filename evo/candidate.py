@@ -69,6 +69,12 @@ def fitness_function(metric: str) -> FitnessFn:
     """
     if metric in ("speedup_vs_eager", "speedup_vs_compile"):
         return lambda verdict, artifacts: verdict.get(metric)
+    if metric in ("geomean_speedup_vs_eager", "geomean_speedup_vs_compile"):
+        # A workload with one shape has no geomean in its metrics: its one speedup is it.
+        base = metric.removeprefix("geomean_")
+        return lambda verdict, artifacts: (verdict.get("metrics") or {}).get(
+            metric, verdict.get(base)
+        )
     module, _, name = metric.rpartition(":") if ":" in metric else metric.rpartition(".")
     if not module:
         raise EvoError(f"fitness.metric: {metric!r} is neither a speedup nor a dotted path")

@@ -29,7 +29,12 @@ DEFAULT_CONFIG = Path(experiments.__file__).parent / "quickstart.yaml"
 
 STRATEGIES = ("tournament", "fitness_proportional", "map_elites")
 TOPOLOGIES = ("ring", "all_to_all", "none")
-METRICS = ("speedup_vs_eager", "speedup_vs_compile")
+METRICS = (
+    "speedup_vs_eager",
+    "speedup_vs_compile",
+    "geomean_speedup_vs_eager",  # over the default shape and `fitness.shapes`
+    "geomean_speedup_vs_compile",
+)
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")  # fitness.precision.Precision (it imports torch)
 LLM_PREFIXES = ("openai", "anthropic", "command", "replay")
@@ -243,11 +248,20 @@ class FitnessConfig(_Checked):
     precision: str = "fp32"
     samples: int | None = None
     timeout: float = 180.0
+    # A geomean metric's other shapes: indices into the workload's SHAPES, each evaluated
+    # besides the default shape; None: every SHAPES entry other than the default.
+    shapes: tuple[int, ...] | None = None
 
     def _check(self) -> None:
         ok = self.metric in METRICS or _DOTTED.fullmatch(self.metric) is not None
         choices = f"choose from {', '.join(METRICS)}, or a pkg.module:function path"
         _require(ok, "metric", f"unknown {self.metric!r} ({choices})")
+        if self.shapes is not None:
+            geo = self.metric.startswith("geomean_")
+            _require(geo, "shapes", f"only a geomean metric uses it, not {self.metric!r}")
+            for i, k in enumerate(self.shapes):
+                ok = isinstance(k, int) and not isinstance(k, bool) and k >= 0
+                _require(ok, f"shapes[{i}]", f"expected an index into SHAPES, got {_show(k)}")
         _choose("device", self.device, DEVICES)
         _choose("precision", self.precision, PRECISIONS)
         _positive("samples", self.samples)

@@ -56,6 +56,7 @@ class Engine:
         self._stop = threading.Event()
         self.spent_workloads: set[str] = set()  # their own evaluation cap is spent
         self.epochs: dict[str, int] = {}  # deterministic mode: migrations done per workload
+        self._extra_shapes: dict[str, list[dict]] = {}  # a geomean metric's other shapes
 
     # -- setup
     def _workloads(self) -> dict[str, dict]:
@@ -68,6 +69,7 @@ class Engine:
             for backend in self.cfg.backends:
                 if backend == "triton" and w.seed_path is not None:
                     seeds[backend] = w.seed_path.read_text()
+            self._extra_shapes[w.name] = self._shapes_of(w)
             if not seeds:
                 raise EvoError(
                     f"workload {name}: no seed kernel for {', '.join(self.cfg.backends)}; the "
@@ -75,6 +77,18 @@ class Engine:
                 )
             out[w.name] = seeds
         return out
+
+    def _shapes_of(self, w) -> list[dict]:
+        """The shapes a geomean metric also evaluates: `fitness.shapes` of SHAPES (all by
+        default), less the default shape."""
+        if not self.cfg.fitness.metric.startswith("geomean_"):
+            return []
+        picks = self.cfg.fitness.shapes
+        for k in picks or ():
+            if k >= len(w.shapes):
+                raise EvoError(f"fitness.shapes: {w.name} has {len(w.shapes)} SHAPES, no index {k}")
+        chosen = [w.shapes[k] for k in picks] if picks is not None else list(w.shapes)
+        return [dict(s) for s in chosen if dict(s) != dict(w.overrides)]
 
     def _kernelbench_names(self) -> list[str]:
         """The sweep's KernelBench problems: the listed ones, else every problem of the levels."""
@@ -455,6 +469,7 @@ class Engine:
             "precision": self.cfg.fitness.precision,
             "kernelbench_root": self.cfg.kernelbench.root if self.cfg.kernelbench else None,
             "options": self._eval_options(),
+            "shapes": self._extra_shapes.get(w, []),
         }
         self.outbox.append((w, prop, req))
         self.in_flight[prop["island"]].append(prop)

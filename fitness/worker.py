@@ -12,6 +12,7 @@ would share the interpreter lock with the actor's threads.
 from __future__ import annotations
 
 import itertools
+import math
 import multiprocessing
 import os
 import queue
@@ -43,6 +44,10 @@ class EvalRequest:
     options: dict = field(default_factory=dict)
     guardrails: dict = field(default_factory=dict)
     request_id: str = ""
+    # Other shapes (override dicts) to evaluate besides `overrides`, for a geomean fitness:
+    # the verdict is the default shape's, with each shape's speedups and their geomeans in
+    # `metrics`; the first shape that is not correct gives the verdict instead.
+    shapes: list = field(default_factory=list)
 
 
 class FitnessService:
@@ -132,7 +137,7 @@ class FitnessService:
         while True:
             req, build = self._queue.get()
             try:
-                res = self._judge(req, build)
+                res = self._judge_shapes(req, build)
             except EvoError as e:
                 res = EvalResult(Status.GENERATION_FAILURE, f"bad request: {e}")
             except Exception as e:  # noqa: BLE001 - the service must outlive any request
@@ -144,6 +149,31 @@ class FitnessService:
                 waiter.set_result(res.to_dict())
             else:
                 self._done.put((req.request_id, res.to_dict()))
+
+    def _judge_shapes(self, req: EvalRequest, build: Future | None) -> EvalResult:
+        res = self._judge(req, build)
+        if not req.shapes or res.status is not Status.CORRECT:
+            return res
+        speedups = {"eager": [res.speedup_vs_eager], "compile": [res.speedup_vs_compile]}
+        for k, shape in enumerate(req.shapes, 1):
+            one = replace(req, overrides={**req.overrides, **shape}, shapes=[])
+            sub = self._judge(one, build)
+            res.eval_seconds = (res.eval_seconds or 0.0) + (sub.eval_seconds or 0.0)
+            if sub.status is not Status.CORRECT:
+                sub.reason = f"at shape {shape}: {sub.reason}"
+                sub.eval_seconds = res.eval_seconds
+                return sub
+            for base in ("eager", "compile"):
+                value = getattr(sub, f"speedup_vs_{base}")
+                speedups[base].append(value)
+                if value is not None:
+                    res.metrics[f"speedup_vs_{base}@{k}"] = value
+        for base, values in speedups.items():
+            if values and all(v is not None and v > 0 for v in values):
+                geo = math.exp(sum(math.log(v) for v in values) / len(values))
+                res.metrics[f"geomean_speedup_vs_{base}"] = geo
+        res.metrics["shapes"] = float(len(req.shapes) + 1)
+        return res
 
     def _judge(self, req: EvalRequest, build: Future | None) -> EvalResult:
         workload = self._workload(req)

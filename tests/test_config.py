@@ -234,6 +234,16 @@ def test_fitness_metric_may_be_a_user_function_path():
         assert load_config_dict(with_(fitness={"metric": metric})).fitness.metric == metric
 
 
+def test_a_geomean_metric_takes_shape_indices_and_no_other_metric_does():
+    cfg = load_config_dict(with_(fitness={"metric": "geomean_speedup_vs_eager", "shapes": [1, 2]}))
+    assert cfg.fitness.shapes == (1, 2)
+    assert load_config_dict(with_(fitness={"metric": "geomean_speedup_vs_compile"})).fitness
+    err = error_of(with_(fitness={"metric": "speedup_vs_eager", "shapes": [1]}))
+    assert "fitness.shapes: only a geomean metric uses it" in err
+    err = error_of(with_(fitness={"metric": "geomean_speedup_vs_eager", "shapes": [-1]}))
+    assert "fitness.shapes[0]: expected an index into SHAPES, got -1" in err
+
+
 def test_llm_specs_of_every_form_are_accepted():
     for spec in ("offline", "openai:gpt-4.1-mini", "anthropic:claude-x", "command:my-llm --fast"):
         assert load_config_dict(with_(llm={"spec": spec})).llm.spec == spec

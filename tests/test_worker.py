@@ -98,3 +98,35 @@ def test_a_judge_process_of_its_own_judges_and_is_replaced_when_it_dies():
     assert res["status"] == "runtime_error" and "judge process died" in res["reason"]
     assert service.evaluate(request("row_sum"))["status"] == "correct"
     assert service.judge_pid() not in (None, first)
+
+
+def test_a_geomean_request_times_every_shape_and_the_first_wrong_one_decides(service):
+    """Fitness over shapes (`geomean_speedup_vs_eager`): each extra shape is a full verdict;
+    the default shape's verdict carries every shape's speedup and their geomean."""
+    import math
+
+    from evo.candidate import fitness_function
+    from fitness.workloads import resolve_workload
+
+    shapes = [dict(s) for s in resolve_workload("builtin:row_sum").shapes]
+    src = (SEEDS / "row_sum_triton.py").read_text()
+    base = {"options": {"baselines": True}, "shapes": [shapes[1]]}
+    res = service.evaluate(request("row_sum", src, overrides=shapes[0], **base))
+    assert res["status"] == "correct", res["reason"]
+    m = res["metrics"]
+    both = [res["speedup_vs_eager"], m["speedup_vs_eager@1"]]
+    assert m["shapes"] == 2.0
+    assert math.isclose(m["geomean_speedup_vs_eager"], math.sqrt(both[0] * both[1]))
+    geo = fitness_function("geomean_speedup_vs_eager")
+    assert geo(res, {}) == m["geomean_speedup_vs_eager"]
+    assert geo({"speedup_vs_eager": 2.0, "metrics": {}}, {}) == 2.0  # one shape: its speedup
+
+    # Wrong at shape 0 only; evaluated at shape 1, whose own rounds never visit shape 0.
+    wrong = src.replace(
+        "x2, y, n_cols, x2.stride(0)",
+        f"x2, y, n_cols - (1 if x2.shape[0] == {shapes[0]['ROWS']} else 0), x2.stride(0)",
+    )
+    assert wrong != src
+    other = {**base, "shapes": [shapes[0]]}
+    res = service.evaluate(request("row_sum", wrong, overrides=shapes[1], **other))
+    assert res["status"] == "mismatch" and res["reason"].startswith(f"at shape {shapes[0]}:")
