@@ -391,3 +391,12 @@ def read_table(run_dir: str, table: str, columns: list[str] | None = None) -> pa
 def read_frame(run_dir: str, table: str, columns: list[str] | None = None) -> pd.DataFrame:
     """`read_table` as a pandas DataFrame; map columns (metrics, versions) become dicts."""
     return read_table(run_dir, table, columns).to_pandas(maps_as_pydicts="lossy")
+
+
+def recorded_llm_calls(run_dir: str, columns: list[str]) -> list[dict]:
+    """A run's `llm_calls` rows, for `replay:` (operators.llm's `recorded` reader); a run
+    without the table raises FileNotFoundError."""
+    fs, base = open_run_dir(run_dir)
+    if fs.get_file_info(f"{base}/llm_calls").type == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"{run_dir}/llm_calls")
+    return read_table(run_dir, "llm_calls", columns).to_pylist()
