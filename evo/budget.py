@@ -92,6 +92,7 @@ class Budget:
         self._tokens = 0
         self._gpu_seconds = 0.0
         self._reserved_dollars = 0.0
+        self._open = 0  # reservations not yet settled or cancelled
         self._reserved_tokens = 0
 
     # Evaluations
@@ -145,6 +146,7 @@ class Budget:
                     "llm_tokens", f"llm_tokens: {used_tokens} used or reserved of {cap:.0f}"
                 )
             self._reserved_dollars += dollars
+            self._open += 1
             self._reserved_tokens += tokens
         return Reservation(self, dollars, tokens)
 
@@ -153,7 +155,10 @@ class Budget:
             if r.closed:
                 raise ValueError("this LLM reservation was already settled or cancelled")
             r.closed = True
-            self._reserved_dollars = max(0.0, self._reserved_dollars - r.dollars)
+            self._open -= 1
+            # With none open, nothing is reserved: no float residue of the sums is left over.
+            left = self._reserved_dollars - r.dollars
+            self._reserved_dollars = max(0.0, left) if self._open else 0.0
             self._reserved_tokens -= r.tokens
             self._dollars += dollars
             self._tokens += tokens

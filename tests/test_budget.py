@@ -190,3 +190,14 @@ def test_negative_limits_and_costs_are_refused():
         Budget(llm_dollars=-1)
     with pytest.raises(ValueError):
         Budget().reserve_llm(-0.1, 0)
+
+
+def test_no_dollars_stay_reserved_once_every_reservation_is_closed():
+    """Reserving and releasing amounts like 0.1 leaves float residue in a running sum; with no
+    reservation open the reserved amount is exactly zero."""
+    b = Budget(llm_dollars=1.0)
+    rs = [b.reserve_llm(d, 0) for d in (0.1, 0.2, 0.3, 0.07)]
+    for r in rs[:-1]:
+        r.cancel()
+    rs[-1].settle(0.05, 10)
+    assert b.snapshot()["llm_dollars_reserved"] == 0.0
