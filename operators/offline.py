@@ -292,21 +292,40 @@ class ParamOperator:
             units.setdefault(key, []).append(p)
         return list(units.values())
 
-    def mutate(self, source: str, rng: random.Random) -> str | None:
-        """`source` with 1..max_changes units moved one step; None if it has no tunables."""
+    def mutate(
+        self, source: str, rng: random.Random, hint: dict[str, int] | None = None
+    ) -> str | None:
+        """`source` with 1..max_changes units moved one step; None if it has no tunables.
+
+        `hint` (the analyst's `params_hint`: kind -> +1 larger / -1 smaller) biases the
+        search: a unit of a hinted kind is picked first, and moves the hinted way where it
+        can. Unhinted units still move, so a wrong hint cannot stall the search.
+        """
         units = [u for u in self._units(self._params(source)) if neighbours(u[0])]
         if not units:
             return None
         k = rng.randint(1, min(self.max_changes, len(units)))
         changes: dict[Param, int] = {}
-        for unit in rng.sample(units, k):
+        for unit in self._pick(units, k, hint or {}, rng):
             lead = neighbours(unit[0])
-            up = rng.choice(lead) > unit[0].value
+            way = (hint or {}).get(unit[0].kind, 0)
+            hinted = [v for v in lead if (v > unit[0].value) == (way > 0)] if way else []
+            up = (hinted[0] if hinted else rng.choice(lead)) > unit[0].value
             for p in unit:
                 steps = [v for v in neighbours(p) if (v > p.value) == up]
                 if steps:
                     changes[p] = steps[0]
         return _rewrite(source, changes)
+
+    @staticmethod
+    def _pick(units: list, k: int, hint: dict[str, int], rng: random.Random) -> list:
+        """k units; with a hint, one of a hinted kind first (when there is one)."""
+        first = [u for u in units if hint.get(u[0].kind)]
+        if not first:
+            return rng.sample(units, k)
+        lead = rng.choice(first)
+        rest = [u for u in units if u is not lead]
+        return [lead, *rng.sample(rest, k - 1)]
 
     def crossover(self, a: str, b: str, rng: random.Random) -> str | None:
         """`a` with some of its parameter sets taken from `b`.

@@ -430,3 +430,24 @@ def test_interpreter_branches_are_recognised_in_their_usual_forms(code, want):
 def test_an_unknown_target_is_refused():
     with pytest.raises(ValueError, match="target"):
         ParamOperator(target="tpu")
+
+
+def test_the_analysts_hint_picks_and_steers_the_first_parameter_moved():
+    """A memory-bound hint (block +1, warps +1) makes every mutation grow a block size or a
+    warp count; without a hint, mutations also shrink them and touch other kinds."""
+    source = seed("matmul")
+    op = ParamOperator(max_changes=1, target="gpu")
+    before = find_params(source)
+    for i in range(60):
+        after = find_params(op.mutate(source, random.Random(i), hint={"block": 1, "warps": 1}))
+        (moved,) = [(p, q) for p, q in zip(before, after) if p.value != q.value][:1]
+        p, q = moved
+        assert p.kind in ("block", "warps") and q.value > p.value, (p, q)
+    kinds, down = set(), 0
+    for i in range(60):
+        after = find_params(op.mutate(source, random.Random(i)))
+        for p, q in zip(before, after):
+            if p.value != q.value:
+                kinds.add(p.kind)
+                down += q.value < p.value
+    assert kinds - {"block", "warps"} and down > 0
