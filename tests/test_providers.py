@@ -512,3 +512,12 @@ def test_replay_of_several_models_must_name_one(tmp_path: Path) -> None:
 def test_replay_of_a_directory_without_llm_calls_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ProviderConfigError, match="no llm_calls"):
         make_provider(f"replay:{tmp_path}", recorded=READ_CALLS)
+
+
+def test_replay_of_a_prompt_asked_twice_gives_both_replies_in_order(tmp_path: Path) -> None:
+    write_calls(
+        tmp_path,
+        [recorded("m", "gpt-x", "p", "first"), recorded("m", "gpt-x", "p", "second")],
+    )
+    p = make_provider(f"replay:{tmp_path}", recorded=READ_CALLS)
+    assert [p.complete("p", operator="m").text for _ in range(3)] == ["first", "second", "second"]

@@ -3,6 +3,8 @@ re-executed (or debugged) without calling a model. A prompt not in the recording
 
 from __future__ import annotations
 
+import threading
+
 from .base import (
     Completion,
     Provider,
@@ -22,8 +24,9 @@ class ReplayProvider(Provider):
     recorded model, the key `LLMClient` records as `prompt_hash`.
 
     `model` names which recorded model to answer for; left out, the recording must hold
-    exactly one. Failed calls in the recording are not replayed; where a key was recorded
-    more than once, the last reply wins. Usage is the recorded usage.
+    exactly one. Failed calls in the recording are not replayed; a key recorded more than
+    once gives its replies in recorded order, then the last again. Usage is the recorded
+    usage.
     """
 
     name = "replay"
@@ -56,12 +59,16 @@ class ReplayProvider(Provider):
             model = models[0] if models else ""
         self.model = model
         self.endpoint = run_dir
-        self._replies: dict[str, Completion] = {}
+        # Every recorded reply per key, in recorded order: the n-th call with a prompt gets the
+        # n-th reply (then the last again), so a prompt asked twice replays both answers.
+        self._replies: dict[str, list[Completion]] = {}
+        self._served: dict[str, int] = {}
+        self._lock = threading.Lock()
         for r in rows:
             if (r["model"] or "") == model:
                 key = replay_key(r["operator"] or "", model, r["prompt"] or "")
                 usage = (r["input_tokens"] or 0, r["output_tokens"] or 0)
-                self._replies[key] = Completion(r["reply"], *usage)
+                self._replies.setdefault(key, []).append(Completion(r["reply"], *usage))
 
     def __len__(self) -> int:
         return len(self._replies)
@@ -78,9 +85,12 @@ class ReplayProvider(Provider):
     ) -> Completion:
         key = replay_key(operator, self.model, full_prompt(prompt, system))
         found = self._replies.get(key)
-        if found is None:
+        if not found:
             raise ProviderError(NO_REPLY, kind="replay")
-        return found
+        with self._lock:
+            n = self._served.get(key, 0)
+            self._served[key] = n + 1
+        return found[min(n, len(found) - 1)]
 
 
 @register("replay")
