@@ -23,12 +23,14 @@ import ray
 from evo.budget import Budget, BudgetExceeded
 from evo.candidate import failed_verdict, verdict_from_row
 from evo.config import RunConfig, config_yaml, load_config_text
+from evo.drafting import Drafter
 from evo.island import IslandHost
 from evo.lineage import LineageWriter, read_table
 from evo.pool import WORKER_DIED, FitnessPool
 from evo.progress import LiveView, Progress
 from evo.rundir import RunDir
 from fitness.errors import EvoError
+from fitness.judge import source_hash
 from fitness.workloads import resolve_workload
 
 
@@ -167,6 +169,9 @@ class Engine:
             "",
             {"workers": self.pool.n, "gpu": self.pool.gpu, "hosts": len(self.hosts)},
         )
+        self.drafter = None
+        if self.cfg.llm.spec != "offline" and self.operator is None:
+            self.drafter = Drafter(self.cfg, self.rd.uri, self.run_id, self.budget)
         resubmit = self._restore(ckpt, from_run)
         self._install_signals()
         try:
@@ -295,7 +300,10 @@ class Engine:
         self.folded: dict[str, int] = defaultdict(int)  # verdicts folded per workload
         self.quota = self._quotas() if det else {}
         for p in resubmit:
-            self._submit(p["workload"], p)
+            if p["source"]:
+                self._submit(p["workload"], p)
+            else:  # a child that was still being drafted: ask the model again
+                self._draft(p["workload"], p)
         for w in self.hosts:
             for isl in self.islands[w]:
                 self._propose(w, isl, k - len(self.in_flight[isl]))
@@ -304,13 +312,20 @@ class Engine:
         self._send()
         last_ckpt = time.monotonic()
         with LiveView(self) as live:
-            while self.pending:
+            while self.pending or (self.drafter and self.drafter.busy):
                 if self._stop.is_set():
                     self.stop_reason = self.stop_reason or "signal"
                     break
-                ready, rest = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
-                if ready and rest:  # take every verdict that has landed, in one batch
-                    ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+                ready = []
+                if self.pending:
+                    wait = 0.05 if self.drafter and self.drafter.busy else 0.5
+                    ready, rest = ray.wait(list(self.pending), num_returns=1, timeout=wait)
+                    if ready and rest:  # take every verdict that has landed, in one batch
+                        ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+                else:
+                    time.sleep(0.05)
+                if self.drafter:
+                    self._drafted(det, k)
                 self._landed(ready, det, k)
                 self._send()
                 if time.monotonic() - last_ckpt > self.cfg.checkpoint_seconds:
@@ -345,6 +360,11 @@ class Engine:
             for (w, prop), verdict in zip(items, verdicts, strict=True):
                 self._account(verdict)
                 batch[w].append((prop, verdict))
+        self._fold_batch(batch, det, k)
+
+    def _fold_batch(self, batch: dict[str, list], det: bool, k: int) -> None:
+        """Verdicts (None: a drafted duplicate, nothing to fold) into their islands, then
+        new proposals in their place."""
         if det:
             for w, items in batch.items():
                 for prop, verdict in items:
@@ -352,7 +372,9 @@ class Engine:
                 self._fold_ready(w)
             return
         for w, items in batch.items():
-            self._call(w, "integrate", items)
+            judged = [(p, v) for p, v in items if v is not None]
+            if judged:
+                self._call(w, "integrate", judged)
         interval = max(1, self.cfg.migration.interval)
         for w, items in batch.items():
             before = self.folded[w]
@@ -398,7 +420,8 @@ class Engine:
                         break
                     prop, verdict = self.buffer[isl].pop(s)
                     record = prop["candidate_id"] not in self.recorded
-                    self._call(w, "integrate", [(prop, verdict)], record)
+                    if verdict is not None:  # None: a drafted duplicate, no row
+                        self._call(w, "integrate", [(prop, verdict)], record)
                     self.next_fold[isl] += 1
                     self._drop(isl, prop)
                     self._propose(w, isl, k - len(self.in_flight[isl]))
@@ -440,6 +463,8 @@ class Engine:
             self.proposed[isl] += 1
             if prop["candidate_id"] in self.recorded:  # replay: the recorded verdict stands
                 rec = self.recorded[prop["candidate_id"]]
+                if not prop["source"]:  # an LLM request: the recorded draft stands too
+                    prop.update(source=rec["source"], source_hash=rec["source_hash"])
                 if rec["source_hash"] != prop["source_hash"]:
                     raise EvoError(
                         f"replay diverged at {prop['candidate_id']}: the lineage holds another "
@@ -452,7 +477,11 @@ class Engine:
                 return
 
     def _admit(self, w: str, prop: dict) -> bool:
-        """Reserve the child's evaluation and queue it; False once a budget says stop."""
+        """Reserve the child's evaluation and queue it; False once a budget says stop. A
+        request for an LLM child is drafted first (see `_drafted`)."""
+        if not prop["source"]:
+            self._draft(w, prop)
+            return True
         try:
             self.budget.reserve_eval(w)
         except BudgetExceeded as e:
@@ -460,6 +489,47 @@ class Engine:
             return False
         self._submit(w, prop)
         return True
+
+    def _draft(self, w: str, prop: dict) -> None:
+        self.drafter.submit(w, prop)
+        self.in_flight[prop["island"]].append(prop)
+
+    def _drafted(self, det: bool, k: int) -> None:
+        """Finished drafts: a source is deduplicated, then judged; a failure is recorded as a
+        generation_failure; a duplicate gets no row (and, in deterministic mode, its step is
+        passed over in order)."""
+        done = self.drafter.done()
+        if not done:
+            return
+        batch: dict[str, list] = defaultdict(list)
+        fresh: dict[str, list] = defaultdict(list)
+        for w, prop, draft in done:
+            self._drop(prop["island"], prop)
+            prop.update(
+                source=draft.source or "",
+                source_hash=source_hash(draft.source) if draft.source else "",
+                model=draft.model,
+                llm_call_id=draft.llm_call_id,
+                extra={"description": f"{draft.operator} by {draft.model}"},
+            )
+            if draft.ok:
+                fresh[w].append(prop)
+                continue
+            self.progress.statuses["generation_failure"] += 1
+            batch[w].append((prop, failed_verdict("generation_failure", draft.reason, prop)))
+            if draft.reason.startswith("budget: "):  # the model may not be asked again
+                self._budget_stop(draft.reason.split(":")[1].strip() or "llm_dollars")
+        for w, props in fresh.items():
+            dups = self._call(w, "seen_many", [(p["island"], p["source_hash"]) for p in props])
+            for prop, dup in zip(props, dups, strict=True):
+                if dup:
+                    batch[w].append((prop, None))
+                elif not self._admit(w, prop):
+                    break
+        for items in batch.values():  # failures and duplicates land like verdicts
+            for prop, _ in items:
+                self.in_flight[prop["island"]].append(prop)
+        self._fold_batch(batch, det, k)
 
     def _submit(self, w: str, prop: dict) -> None:
         req = {
@@ -538,6 +608,8 @@ class Engine:
 
     def _shutdown(self) -> None:
         """Workers first (they hold the GPUs), then the hosts' last rows, then the hosts."""
+        if self.drafter:
+            self.drafter.close()
         for wkr in self.pool.workers:
             try:
                 ray.kill(wkr)

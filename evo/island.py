@@ -21,6 +21,10 @@ from fitness.judge import source_hash
 from operators.offline import ParamOperator
 
 CROSSOVER_RATE = 0.2  # of proposals, when an island holds two or more members
+REPAIR_RATE = 0.2  # of LLM proposals, when the island's failure pool has a repairable one
+REPAIRABLE = ("compile_error", "runtime_error", "timeout", "mismatch")
+SUMMARY_FIELDS = ("reason", "speedup_vs_eager", "speedup_vs_compile", "sol_fraction",
+                  "precision", "recommendation")  # fmt: skip
 DEDUP_ATTEMPTS = 8  # proposals tried before a step is given up as a duplicate
 
 
@@ -58,6 +62,9 @@ class IslandHost:
         self.migrations = 0
         target = {"cuda": "gpu", "cpu": "interpreter"}.get(cfg["fitness"].get("device"))
         self.operator = operator or ParamOperator(target=target)
+        # With a model configured, a proposal is a request the driver drafts through the LLM
+        # operators (evo.drafting); its source comes back later, or a generation_failure.
+        self.llm = operator is None and (cfg.get("llm") or {}).get("spec", "offline") != "offline"
         self.fitness = fitness_function(cfg["fitness"]["metric"])
         slug = workload.replace(":", "_").replace("/", "_")
         self.rows = LineageWriter(run_dir, "candidates", slug)
@@ -89,6 +96,8 @@ class IslandHost:
             return None
         rng = self._rng(island, step)
         strategy = self.strategies[island]
+        if self.llm:
+            return self._llm_request(island, rng)
         for _ in range(DEDUP_ATTEMPTS):
             if len(pop.members) >= 2 and rng.random() < CROSSOVER_RATE:
                 a, b = strategy.select(pop, rng, k=2)
@@ -118,6 +127,43 @@ class IslandHost:
                 digest,
             )
         return None
+
+    def _llm_request(self, island: str, rng: random.Random) -> Proposal:
+        """A child to draft: the operator, its parents and the material of its prompt."""
+        pop, strategy = self.pops[island], self.strategies[island]
+        broken = [m for m in pop.failures if m.status in REPAIRABLE]
+        r = rng.random()
+        if broken and r < REPAIR_RATE:
+            kind, parents = "repair", (rng.choice(broken),)
+        elif len(pop.members) >= 2 and r < REPAIR_RATE + CROSSOVER_RATE:
+            kind, parents = "crossover", tuple(strategy.select(pop, rng, k=2))
+        else:
+            kind, parents = "mutate", tuple(strategy.select(pop, rng, k=1))
+        for p in parents:
+            if p.is_correct:
+                strategy.on_child(p)
+        ids = {p.candidate_id for p in parents}
+        others = [m for m in pop.best(3) if m.candidate_id not in ids][:2]
+        prop = self._proposal(
+            island, "", f"llm_{kind}", tuple(p.candidate_id for p in parents), digest="-"
+        )
+        prop.extra["request"] = {
+            "kind": kind,
+            "parents": [_sample(m) for m in parents],
+            "inspirations": [_sample(m) for m in others],
+        }
+        return prop
+
+    def seen_many(self, items: list[tuple[str, str]]) -> list[bool]:
+        """Whether each (island, source_hash) duplicates a candidate its island holds or has
+        held: a drafted child is deduplicated before it is judged."""
+        out = []
+        for island, digest in items:
+            dup = self.pops[island].seen(digest)
+            if dup:
+                self._event("duplicate", island, {"source_hash": digest})
+            out.append(dup)
+        return out
 
     def _proposal(self, island, source, operator, parents, desc="", digest="") -> Proposal:
         step = self.next_step[island]
@@ -178,6 +224,7 @@ class IslandHost:
             metrics=dict(row.get("metrics") or {}),
             parent_ids=tuple(row.get("parent_ids") or ()),
             is_migrant=bool(row.get("is_migrant")),
+            summary={k: row.get(k) for k in SUMMARY_FIELDS if row.get(k) is not None},
         )
         if self.pops[island].add(m) and m.status == "correct":
             self.strategies[island].observe(m)
@@ -312,3 +359,8 @@ def _rng_state(r: random.Random) -> list:
 
 def _rng_from(s: list) -> tuple:
     return (s[0], tuple(s[1]), s[2])
+
+
+def _sample(m: Member) -> dict:
+    """A member as a prompt shows it: its code and its verdict."""
+    return {"source": m.source, "status": m.status, **m.summary, "label": f"step {m.step}"}

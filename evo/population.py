@@ -30,6 +30,8 @@ class Member:
     parent_ids: tuple[str, ...] = ()
     is_migrant: bool = False
     children: int = 0  # offspring count, for the fitness-proportional penalty
+    # The verdict in words, for the LLM operators' prompts: reason, speedups, SOL fraction.
+    summary: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.status = Status(self.status).value
