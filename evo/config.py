@@ -294,8 +294,14 @@ class LLMConfig(_Checked):
     temperature: float = 0.7
     max_tokens: int = 4096
     base_url: str | None = None
+    # USD per million input / output tokens: what a call costs against budgets.llm_dollars
+    # (reserved at its worst case before the call, settled at its reported usage after).
+    price_in: float = 0.0
+    price_out: float = 0.0
 
     def _check(self) -> None:
+        _at_least("price_in", self.price_in, 0)
+        _at_least("price_out", self.price_out, 0)
         prefix, sep, rest = self.spec.partition(":")
         if self.spec != "offline" and not (sep and prefix in LLM_PREFIXES):
             raise _invalid("spec", f"unknown {self.spec!r} (choose from {LLM_FORMS})")

@@ -38,6 +38,8 @@ class Drafter:
             max_tokens=llm.max_tokens,
             max_concurrency=llm.max_concurrency,
             base_url=llm.base_url,
+            price_in=llm.price_in,
+            price_out=llm.price_out,
         )
         provider = make_provider(llm.spec, llm.base_url, recorded=recorded_llm_calls)
         self.calls = LineageWriter(run_dir, "llm_calls", "driver")

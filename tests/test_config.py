@@ -244,6 +244,12 @@ def test_a_geomean_metric_takes_shape_indices_and_no_other_metric_does():
     assert "fitness.shapes[0]: expected an index into SHAPES, got -1" in err
 
 
+def test_llm_prices_are_dollars_per_million_tokens_and_never_negative():
+    llm = load_config_dict(with_(llm={"spec": "openai:m", "price_in": 2.5, "price_out": 10})).llm
+    assert (llm.price_in, llm.price_out) == (2.5, 10.0)
+    assert "llm.price_out: must be at least 0" in error_of(with_(llm={"price_out": -1}))
+
+
 def test_llm_specs_of_every_form_are_accepted():
     for spec in ("offline", "openai:gpt-4.1-mini", "anthropic:claude-x", "command:my-llm --fast"):
         assert load_config_dict(with_(llm={"spec": spec})).llm.spec == spec

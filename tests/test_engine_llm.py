@@ -39,7 +39,13 @@ def config(spec: str, base_url: str | None, **over) -> dict:
         "migration": {"topology": "none"},
         "fitness": {"metric": "tests.fitness_plugins:shorter_is_fitter", "samples": 3},
         "budgets": {"max_evals": 4},
-        "llm": {"spec": spec, "base_url": base_url, "max_concurrency": 2},
+        "llm": {
+            "spec": spec,
+            "base_url": base_url,
+            "max_concurrency": 2,
+            "price_in": 3.0,
+            "price_out": 15.0,
+        },
         "deterministic": True,
         "seed": 3,
     }
@@ -73,6 +79,8 @@ def test_a_run_with_a_model_records_its_calls_and_a_replay_repeats_its_children(
     sent = script[: len(calls)]
     assert calls.input_tokens.sum() == sum(r.input_tokens for r in sent)
     assert calls.output_tokens.sum() == sum(r.output_tokens for r in sent)
+    dollars = sum(r.input_tokens * 3e-6 + r.output_tokens * 15e-6 for r in sent)
+    assert calls.cost_usd.sum() == pytest.approx(dollars, rel=1e-12)
     assert not any(KEY in str(v) for v in calls.prompt.tolist() + calls.reply.tolist())
 
     # The replay asks no server: every answer comes from the first run's llm_calls.
