@@ -72,7 +72,7 @@ class Drafter:
             (out if item[2].done() else left).append(item)
         self._futures = left
         self.calls.maybe_flush()
-        return [(w, p, f.result()) for w, p, f in out]
+        return [(w, p, _outcome(p, f)) for w, p, f in out]
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -114,6 +114,17 @@ def _stable(d: dict) -> dict:
     reason = out.get("reason") or ""
     out["reason"] = "" if out.get("status") == "correct" else _FLOAT.sub("…", reason)
     return out
+
+
+def _outcome(prop: dict, fut: Future) -> Draft:
+    """The draft, or a generation_failure naming what went wrong before any call (a prompt
+    that cannot be built): one bad request must not stop the run."""
+    try:
+        return fut.result()
+    except Exception as e:  # noqa: BLE001 - recorded as the child's failure
+        kind = prop["extra"]["request"]["kind"]
+        reason = f"operator error: {type(e).__name__}: {e}".splitlines()[0]
+        return Draft(kind, "", None, reason, "", "", ())
 
 
 def _code(d: dict) -> CodeSample:

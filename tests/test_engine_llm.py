@@ -95,3 +95,23 @@ def test_a_run_with_a_model_records_its_calls_and_a_replay_repeats_its_children(
     ]
     assert strip(replayed) == strip(rows)
     assert len(server.requests) == len(calls)
+
+
+def test_a_request_whose_prompt_cannot_be_built_is_a_generation_failure(tmp_path):
+    """A broken request (here: a repair with no error to show) fails its own child only."""
+    from evo.budget import Budget
+    from evo.drafting import Drafter
+
+    cfg = load_config_dict(config("command:true", None))
+    d = Drafter(cfg, str(tmp_path), "r", Budget())
+    bad = {"kind": "repair", "parents": [{"source": SEED, "status": "mismatch", "label": "s"}],
+           "inspirations": []}  # fmt: skip
+    prop = {"candidate_id": "r/x/1", "step": 1, "backend": "triton", "extra": {"request": bad}}
+    d.submit("builtin:matmul", prop)
+    while d.busy:
+        (got,) = d.done() or [None]
+        if got:
+            break
+    d.close()
+    w, p, draft = got
+    assert not draft.ok and draft.reason.startswith("operator error: PromptError: repair needs")
