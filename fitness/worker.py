@@ -254,7 +254,8 @@ class FitnessService:
         return digest(
             source_hash(req.source), workload.source, workload.overrides, req.backend, device,
             versions, o.precision.value, o.atol, o.rtol, o.guardrails.key(), o.samples,
-            o.rounds, PROTOCOL_VERSION,
+            o.rounds, o.timing, o.baselines, o.compile_baseline, o.check_trace,
+            PROTOCOL_VERSION,
         )  # fmt: skip
 
     def _workload(self, req: EvalRequest) -> Workload:

@@ -130,3 +130,12 @@ def test_a_geomean_request_times_every_shape_and_the_first_wrong_one_decides(ser
     other = {**base, "shapes": [shapes[0]]}
     res = service.evaluate(request("row_sum", wrong, overrides=shapes[1], **other))
     assert res["status"] == "mismatch" and res["reason"].startswith(f"at shape {shapes[0]}:")
+
+
+def test_a_verdict_cached_without_baselines_is_not_served_to_a_request_with_them(service):
+    """What the verdict holds is part of its key: a verdict judged without baselines has no
+    speedups, so a request that wants them is judged again."""
+    bare = service.evaluate(request("softmax"))
+    assert bare["status"] == "correct" and bare["speedup_vs_eager"] is None
+    full = service.evaluate(request("softmax", options={"baselines": True}))
+    assert full["speedup_vs_eager"] is not None and not full["metrics"].get("cache_hit")
