@@ -29,9 +29,9 @@ from evo.lineage import LineageWriter, read_table
 from evo.pool import WORKER_DIED, FitnessPool
 from evo.progress import LiveView, Progress
 from evo.rundir import RunDir
+from evo.workset import run_workloads
 from fitness.errors import EvoError
 from fitness.judge import source_hash
-from fitness.workloads import resolve_workload
 
 
 class Engine:
@@ -59,52 +59,6 @@ class Engine:
         self.spent_workloads: set[str] = set()  # their own evaluation cap is spent
         self.epochs: dict[str, int] = {}  # deterministic mode: migrations done per workload
         self._extra_shapes: dict[str, list[dict]] = {}  # a geomean metric's other shapes
-
-    # -- setup
-    def _workloads(self) -> dict[str, dict]:
-        """workload name -> {backend: seed source}; a workload without a seed is an error."""
-        out = {}
-        kb_root = self.cfg.kernelbench.root if self.cfg.kernelbench else None
-        for name in [*self.cfg.workloads, *self._kernelbench_names()]:
-            w = resolve_workload(name, kb_root)
-            seeds = {}
-            for backend in self.cfg.backends:
-                if backend == "triton" and w.seed_path is not None:
-                    seeds[backend] = w.seed_path.read_text()
-            self._extra_shapes[w.name] = self._shapes_of(w)
-            if not seeds:
-                raise EvoError(
-                    f"workload {name}: no seed kernel for {', '.join(self.cfg.backends)}; the "
-                    "offline operator needs one to mutate (LLM operators can start from none)"
-                )
-            out[w.name] = seeds
-        return out
-
-    def _shapes_of(self, w) -> list[dict]:
-        """The shapes a geomean metric also evaluates: `fitness.shapes` of SHAPES (all by
-        default), less the default shape."""
-        if not self.cfg.fitness.metric.startswith("geomean_"):
-            return []
-        picks = self.cfg.fitness.shapes
-        for k in picks or ():
-            if k >= len(w.shapes):
-                raise EvoError(f"fitness.shapes: {w.name} has {len(w.shapes)} SHAPES, no index {k}")
-        chosen = [w.shapes[k] for k in picks] if picks is not None else list(w.shapes)
-        return [dict(s) for s in chosen if dict(s) != dict(w.overrides)]
-
-    def _kernelbench_names(self) -> list[str]:
-        """The sweep's KernelBench problems: the listed ones, else every problem of the levels."""
-        kb = self.cfg.kernelbench
-        if kb is None:
-            return []
-        if kb.problems:
-            return [f"kernelbench:{p}" for p in kb.problems]
-        from fitness.workloads import KernelBenchIndex
-
-        root = kb.root or os.environ.get("KERNELBENCH_ROOT")
-        if not root:
-            raise EvoError("kernelbench.root: not set, and KERNELBENCH_ROOT is not set either")
-        return [f"kernelbench:{p.key}" for p in KernelBenchIndex(root).problems(kb.levels)]
 
     def run(self, from_run: str | None = None) -> dict:
         self.rd.lock()
@@ -144,7 +98,9 @@ class Engine:
             self.budget.set_state(ckpt["budget"])
         self.events = LineageWriter(self.rd.uri, "events", "driver")
         self._start_ray()
-        seeds = self._workloads()
+        work = run_workloads(self.cfg)
+        seeds = {r.name: r.seeds for r in work}
+        self._extra_shapes = {r.name: r.extra_shapes for r in work}
         cfg_d = self.cfg.to_dict()
         # The hosts' operator leaves alone the tunables of the target that does not run here.
         gpu = ray.cluster_resources().get("GPU", 0) > 0 and self.cfg.fitness.device != "cpu"

@@ -1,0 +1,66 @@
+"""Which workloads a run evolves: the config's list plus its KernelBench sweep, each with its
+seed kernels and the other shapes a geomean metric evaluates."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from evo.config import RunConfig
+from fitness.errors import EvoError
+from fitness.workloads import Workload, resolve_workload
+
+
+@dataclass(frozen=True)
+class RunWorkload:
+    name: str
+    seeds: dict[str, str]  # backend -> seed source
+    extra_shapes: list[dict] = field(default_factory=list)
+
+
+def run_workloads(cfg: RunConfig) -> list[RunWorkload]:
+    """Every workload of the run; one without a seed kernel for its backends is an error."""
+    out = []
+    kb_root = cfg.kernelbench.root if cfg.kernelbench else None
+    for name in [*cfg.workloads, *kernelbench_names(cfg)]:
+        w = resolve_workload(name, kb_root)
+        seeds = {}
+        for backend in cfg.backends:
+            if backend == "triton" and w.seed_path is not None:
+                seeds[backend] = w.seed_path.read_text()
+        if not seeds:
+            raise EvoError(
+                f"workload {name}: no seed kernel for {', '.join(cfg.backends)}; a run starts "
+                "from one (the initial operator, which writes one from the reference, is not in "
+                "the loop yet)"
+            )
+        out.append(RunWorkload(w.name, seeds, extra_shapes(cfg, w)))
+    return out
+
+
+def extra_shapes(cfg: RunConfig, w: Workload) -> list[dict]:
+    """The shapes a geomean metric also evaluates: `fitness.shapes` of SHAPES (all by
+    default), less the default shape."""
+    if not cfg.fitness.metric.startswith("geomean_"):
+        return []
+    picks = cfg.fitness.shapes
+    for k in picks or ():
+        if k >= len(w.shapes):
+            raise EvoError(f"fitness.shapes: {w.name} has {len(w.shapes)} SHAPES, no index {k}")
+    chosen = [w.shapes[k] for k in picks] if picks is not None else list(w.shapes)
+    return [dict(s) for s in chosen if dict(s) != dict(w.overrides)]
+
+
+def kernelbench_names(cfg: RunConfig) -> list[str]:
+    """The sweep's KernelBench problems: the listed ones, else every problem of the levels."""
+    kb = cfg.kernelbench
+    if kb is None:
+        return []
+    if kb.problems:
+        return [f"kernelbench:{p}" for p in kb.problems]
+    from fitness.workloads import KernelBenchIndex
+
+    root = kb.root or os.environ.get("KERNELBENCH_ROOT")
+    if not root:
+        raise EvoError("kernelbench.root: not set, and KERNELBENCH_ROOT is not set either")
+    return [f"kernelbench:{p.key}" for p in KernelBenchIndex(root).problems(kb.levels)]
