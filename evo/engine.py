@@ -460,7 +460,6 @@ class Engine:
         batch: dict[str, list] = defaultdict(list)
         fresh: dict[str, list] = defaultdict(list)
         for w, prop, draft in done:
-            self._drop(prop["island"], prop)
             prop.update(
                 source=draft.source or "",
                 source_hash=source_hash(draft.source) if draft.source else "",
@@ -480,12 +479,11 @@ class Engine:
             for prop, dup in zip(props, dups, strict=True):
                 if dup:
                     batch[w].append((prop, None))
-                elif not self._admit(w, prop):
+                    continue
+                self._drop(prop["island"], prop)  # in flight again once submitted
+                if not self._admit(w, prop):
                     break
-        for items in batch.values():  # failures and duplicates land like verdicts
-            for prop, _ in items:
-                self.in_flight[prop["island"]].append(prop)
-        self._fold_batch(batch, det, k)
+        self._fold_batch(batch, det, k)  # failures and duplicates land like verdicts
 
     def _submit(self, w: str, prop: dict) -> None:
         req = {

@@ -29,8 +29,6 @@ from fitness.lockstep import (
     Ticks,
     TimingRefused,
     check_ticks,
-    outliving_ms,
-    per_call_ms,
     run_ticks,
     tail_excess_ms,
 )
@@ -494,16 +492,15 @@ class _Protocol:
         return ticks
 
     def _record_time(self, ticks: Ticks, calib: Calibration) -> None:
-        check_ticks(ticks, calib, self.opts.device == "cuda")
-        tail = outliving_ms(ticks, calib) if self.opts.device == "cuda" else 0.0
-        per_call = per_call_ms(ticks, calib, ticks.median + tail)
+        gpu = self.opts.device == "cuda"
+        tail, per_call = check_ticks(ticks, calib, gpu)
+        tail = tail if gpu else 0.0
         self.res.metrics["wall_ms_per_call"] = round(per_call, 6)
         # On the interpreter the judge's own clock is the record whenever the child claims less
         # (its timings are never comparable anyway). On a GPU the events are the record, and a
         # claim below 0.8x the judge's clock, less 0.3 ms, is refused (check_ticks).
         # Work that outlived the stream (beyond the judge's noise) counts, as if each sample
         # ended at the device-wide end; a gross case was refused above.
-        gpu = self.opts.device == "cuda"
         if gpu:
             self.res.metrics["tail_excess_ms"] = round(tail_excess_ms(ticks, calib), 6)
         self.res.metrics["outliving_ms"] = round(tail, 6)

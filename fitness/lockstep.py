@@ -140,8 +140,9 @@ class TimingRefused(Exception):
     """The samples cannot be trusted; the message is the one-line reason."""
 
 
-def check_ticks(ticks: Ticks, calibration: Calibration, gpu: bool) -> None:
-    """Raise TimingRefused unless the samples agree with the judge's own clock."""
+def check_ticks(ticks: Ticks, calibration: Calibration, gpu: bool) -> tuple[float, float]:
+    """Raise TimingRefused unless the samples agree with the judge's own clock; else
+    (work that outlived the stream, the judge's ms per call), both in ms."""
     if not ticks.samples or any(s <= 0 for s in ticks.samples):
         raise TimingRefused("timer tampering: malformed timing samples")
     over = sum(s > w + 0.05 for s, w in zip(ticks.samples, ticks.walls))
@@ -173,6 +174,7 @@ def check_ticks(ticks: Ticks, calibration: Calibration, gpu: bool) -> None:
             f"timer tampering: reported median {claimed:.4g} ms, but the judge's clock "
             f"shows {per_call:.4g} ms per call"
         )
+    return tail, per_call
 
 
 def _plain_number(x) -> bool:

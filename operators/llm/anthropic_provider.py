@@ -10,10 +10,8 @@ from .base import (
     Completion,
     Provider,
     ProviderConfigError,
-    ProviderError,
-    http_failure,
-    one_line,
     register,
+    sdk_errors,
 )
 
 _NO_KEY = "no-key"
@@ -61,7 +59,7 @@ class AnthropicProvider(Provider):
         import anthropic
 
         extra: dict[str, Any] = {} if system is None else {"system": system}
-        try:
+        with sdk_errors(anthropic, timeout):
             resp = self._client.messages.create(
                 model=self.model,
                 messages=[{"role": "user", "content": prompt}],
@@ -69,15 +67,6 @@ class AnthropicProvider(Provider):
                 timeout=timeout,
                 **extra,
             )
-        except anthropic.APITimeoutError as e:
-            raise ProviderError(
-                f"timeout after {timeout:g}s", kind="timeout", retryable=True
-            ) from e
-        except anthropic.APIConnectionError as e:
-            reason = f"connection error: {one_line(str(e.__cause__ or e))}"
-            raise ProviderError(reason, kind="connection", retryable=True) from e
-        except anthropic.APIStatusError as e:
-            raise http_failure(e.status_code, e.response.headers, e.body) from e
         text = "".join(block.text for block in resp.content if block.type == "text")
         return Completion(text, resp.usage.input_tokens, resp.usage.output_tokens)
 

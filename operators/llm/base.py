@@ -14,7 +14,8 @@ import os
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from fitness.errors import EvoError
@@ -203,3 +204,19 @@ def http_failure(status: int, headers: Mapping[str, str], body: object) -> Provi
         status=status,
         retry_after=retry_after(headers),
     )
+
+
+@contextmanager
+def sdk_errors(sdk, timeout: float) -> Iterator[None]:
+    """A call through an official SDK (`openai` or `anthropic`: their errors share names and
+    shapes), its failures as ProviderErrors: timeouts and lost connections are retryable, and
+    HTTP statuses go through `http_failure`."""
+    try:
+        yield
+    except sdk.APITimeoutError as e:  # a subclass of APIConnectionError: first
+        raise ProviderError(f"timeout after {timeout:g}s", kind="timeout", retryable=True) from e
+    except sdk.APIConnectionError as e:
+        reason = f"connection error: {one_line(str(e.__cause__ or e))}"
+        raise ProviderError(reason, kind="connection", retryable=True) from e
+    except sdk.APIStatusError as e:
+        raise http_failure(e.status_code, e.response.headers, e.body) from e

@@ -12,9 +12,8 @@ from .base import (
     ProviderConfigError,
     ProviderError,
     estimate_tokens,
-    http_failure,
-    one_line,
     register,
+    sdk_errors,
 )
 
 # Sent as the key to local servers that need none; the SDK refuses to build without one.
@@ -60,7 +59,7 @@ class OpenAIProvider(Provider):
         if system is not None:
             messages.append({"role": "system", "content": system})
         messages.append({"role": "user", "content": prompt})
-        try:
+        with sdk_errors(openai, timeout):
             resp = self._client.chat.completions.create(
                 model=self.model,
                 messages=messages,  # type: ignore[arg-type]
@@ -68,15 +67,6 @@ class OpenAIProvider(Provider):
                 timeout=timeout,
                 **{self._tokens_arg: max_tokens},
             )
-        except openai.APITimeoutError as e:
-            raise ProviderError(
-                f"timeout after {timeout:g}s", kind="timeout", retryable=True
-            ) from e
-        except openai.APIConnectionError as e:
-            reason = f"connection error: {one_line(str(e.__cause__ or e))}"
-            raise ProviderError(reason, kind="connection", retryable=True) from e
-        except openai.APIStatusError as e:
-            raise http_failure(e.status_code, e.response.headers, e.body) from e
         if not resp.choices:
             raise ProviderError("reply has no choices", kind="http")
         text = resp.choices[0].message.content or ""
