@@ -13,7 +13,7 @@ from analysis import report
 from analysis.load import (
     AnalysisError,
     Lineage,
-    PartFileSkipped,
+    LineageWarning,
     load_run,
     load_runs,
     read_sources,
@@ -43,7 +43,7 @@ from analysis.trajectories import ancestry, best_so_far, island_diversity, migra
 __all__ = [
     "AnalysisError",
     "Lineage",
-    "PartFileSkipped",
+    "LineageWarning",
     "ancestry",
     "best_candidate_id",
     "best_per_workload",

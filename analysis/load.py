@@ -3,7 +3,7 @@
 Reads only Parquet part files (through pyarrow datasets and filesystems), never engine
 objects, so it works on a laptop without Ray or a GPU. A part file counts once its `.ok`
 marker exists (the lineage's commit); unmarked or unreadable part files are skipped with a
-`PartFileSkipped` warning. Part files of older schema versions read too: a column they lack
+`LineageWarning` warning. Part files of older schema versions read too: a column they lack
 reads as null, a column stored in an older type is cast to the current one.
 """
 
@@ -65,8 +65,9 @@ class AnalysisError(ValueError):
     """A problem the user can fix: a missing or empty run directory, an unknown column."""
 
 
-class PartFileSkipped(UserWarning):
-    """A part file was left out: not committed (no `.ok` marker yet) or unreadable (torn)."""
+class LineageWarning(UserWarning):
+    """A part file was left out (not committed: no `.ok` marker yet; or unreadable: torn), or
+    was written by a newer schema version than this reader knows."""
 
 
 @dataclass
@@ -126,7 +127,7 @@ def _committed_parts(fs: pafs.FileSystem, directory: str) -> list[str]:
         warnings.warn(
             f"skipping {len(missing)} uncommitted part file(s) in {directory}: "
             + ", ".join(missing),
-            PartFileSkipped,
+            LineageWarning,
             stacklevel=4,
         )
     return [f"{directory}/{n}" for n in parts if n + _MARKER in names]
@@ -192,7 +193,7 @@ def read_table(
         if isinstance(result, Exception):
             warnings.warn(
                 f"skipping unreadable (torn) part file {path}: {result}",
-                PartFileSkipped,
+                LineageWarning,
                 stacklevel=3,
             )
             continue
@@ -210,7 +211,7 @@ def read_table(
         warnings.warn(
             f"{path_or_uri}/{table}: schema_version {newest} is newer than this reader's "
             f"({SCHEMA_VERSION}); the columns it added are read as stored",
-            PartFileSkipped,
+            LineageWarning,
             stacklevel=3,
         )
     return pa.concat_tables(parts, promote_options="permissive")

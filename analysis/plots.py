@@ -170,13 +170,14 @@ def _island_index(island: str) -> str:
     return island.rsplit("|", 1)[-1]
 
 
-def _node_label(cid: str) -> str:
-    """`run/island/000012` as `0#12` (the island's number, the step); a migrant copy as `0 m`."""
+def _node_label(cid: str, migrant: bool = False) -> str:
+    """`run/island/000012` as `0#12` (the island's number, the step); a migrant copy as
+    `0 migrant` (the island it arrived in)."""
     parts = cid.split("/")
     if len(parts) < 2:
         return cid
-    island, step = _island_index(parts[-2]), parts[-1]
-    return f"{island} m" if step.startswith("m") else f"{island}#{step.lstrip('0') or '0'}"
+    island = _island_index(parts[-2])
+    return f"{island} migrant" if migrant else f"{island}#{parts[-1].lstrip('0') or '0'}"
 
 
 def plot_lineage_tree(
@@ -217,7 +218,7 @@ def plot_lineage_tree(
             "fc": "#e8f4e8" if node.status == "correct" else "#fbe3e3",
             "ec": "#2ca02c" if node.candidate_id == cid else "0.5",
         }
-        label = _node_label(node.candidate_id) + sp
+        label = _node_label(node.candidate_id, node.operator == "migration") + sp
         ax.text(x, y, label, ha="center", va="center", fontsize=8, gid="node", bbox=box)
     xs = [p[0] for p in pos.values()]
     ax.set_xlim(min(xs) - 1.5, max(xs) + 1.5)
