@@ -61,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("run_dir")
     rs.add_argument("--max-evals", type=int, help="a new evaluation budget for the whole run")
     rs.add_argument("--quiet", action="store_true")
+
+    rp = sub.add_parser("report", help="write an HTML report of one or more runs")
+    rp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories or URIs")
+    rp.add_argument("--out", default="report.html", help="HTML file (default: report.html)")
     return p
 
 
@@ -73,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             return _workloads(args)
         if args.command in ("run", "sweep", "resume"):
             return _run(args)
+        if args.command == "report":
+            return _report(args)
     except EvoError as e:
         print(f"evo: error: {e}", file=sys.stderr)
         return 2
@@ -178,6 +184,19 @@ def _workloads(args) -> int:
             print(f"{name:14s} {r.status.value:18s} {r.reason}")
         verdict = "DEGENERATE" if report.degenerate else "ok (every null candidate fails)"
         print(f"{workload.name}: {verdict}")
+    return 0
+
+
+def _report(args) -> int:
+    """`evo report`: the only place the engine's CLI imports `analysis` (Parquet only)."""
+    from analysis.load import AnalysisError
+    from analysis.report import write_report
+
+    try:
+        out = write_report(args.run_dirs, args.out)
+    except AnalysisError as e:
+        raise EvoError(str(e)) from None
+    print(f"evo: report written to {out}", file=sys.stderr)
     return 0
 
 
