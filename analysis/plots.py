@@ -75,6 +75,8 @@ def plot_trajectories(
     ax.axhline(1.0, color="0.6", lw=0.8, ls="--", label="_baseline")
     if points.empty:
         _empty(ax, NO_TIMINGS)
+    elif x == "dollars" and not points["x"].any():
+        _empty(ax, "no LLM dollars were spent (an offline run)")
     else:
         groups = points[keys].drop_duplicates()
         for label, (_, pts) in zip(

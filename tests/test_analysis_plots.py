@@ -63,6 +63,9 @@ def test_trajectory_against_dollars_and_wall_time(hand):
     # dollars so far at each new best: A0-0 0, A1-0 0, A0-2 c1+c2, A0-3 c1..c5; last row +c6
     want = [[0, 0.5], [0, 0.625], [0.0135, 1.25], [0.04425, 2.0], [0.04815, 2.0]]
     assert np.allclose(wa, want)
+    offline = hand.candidates[hand.candidates["workload"] == "builtin:wb"]  # no LLM calls
+    fig = analysis.plot_trajectories(offline, x="dollars", llm_calls=hand.llm_calls)
+    assert data_lines(fig) == {} and "no LLM dollars" in fig.axes[0].texts[0].get_text()
     fig = analysis.plot_trajectories(hand.candidates, x="wall", by="island")
     island0 = data_lines(fig)["wa|triton|0 (fp32)"]
     # rows are one second apart; island 0's rows are rows 0, 2, 3 and 7
