@@ -174,3 +174,18 @@ def test_the_report_renders_in_headless_chromium(real_dir, tmp_path):
 
     pixels = mpimg.imread(shot)[..., :3]
     assert (pixels < 0.9).any(axis=-1).mean() > 0.02  # ink on the page, not a blank
+
+
+def test_readme_figures_writes_the_trajectory_and_prints_the_fast_p_table(hand_dir, tmp_path,
+                                                                          capsys):  # fmt: skip
+    from analysis.readme_figures import main as readme_figures
+
+    png = tmp_path / "trajectory.png"
+    assert readme_figures([hand_dir, "--out", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = capsys.readouterr().out
+    assert "| fp32 | compile | 3 | 0.667 | 0.667 | 0.333 | 0.000 |" in out
+    assert "| bf16 | compile | 1 | - | - | - | - |" in out  # never measured
+    assert "| `builtin:wa` | fp32 | 2.000x | 1.600x | 1.000 | llm_crossover |" in out
+    assert "| `builtin:wb` | bf16 | 3.000x | - | 0.600 | seed |" in out
+    assert readme_figures([str(tmp_path / "nope")]) == 2
