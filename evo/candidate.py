@@ -109,6 +109,8 @@ def candidate_row(
     metrics = {k: float(v) for k, v in (verdict.get("metrics") or {}).items()}
     metrics.update(extra)
     metrics["code_size"] = float(len(prop.source))
+    if prop.extra.get("repair_attempt"):  # the repairs of its failed lineage so far
+        metrics["repair_attempt"] = float(prop.extra["repair_attempt"])
     row.update(
         run_id=run_id,
         candidate_id=prop.candidate_id,

@@ -217,21 +217,23 @@ def _run(args) -> int:
         over = {}
         if args.max_evals is not None:
             over["budgets.max_evals"] = args.max_evals
-        if args.llm:
+        if args.llm:  # one model in place of the config's (and of its registry)
             over["llm.spec"] = args.llm
+            over["llm.models"] = []
         if args.address:
             over["address"] = args.address
         if args.run_dir:
             over["run_dir"] = args.run_dir
         cfg = load_config(args.config, over)
-        if cfg.llm.spec == "offline":
+        if not cfg.llm.active:
             print(
                 "evo: no LLM configured: the offline parameter operator mutates launch and "
                 "tiling parameters only",
                 file=sys.stderr,
             )
         else:
-            print(f"evo: the LLM operators call {cfg.llm.spec}", file=sys.stderr)
+            names = ", ".join(m.spec for m in cfg.llm.registry())
+            print(f"evo: the LLM operators call {names}", file=sys.stderr)
         run_dir = cfg.run_dir or default_run_dir(cfg)
         res = engine.run_config(cfg, run_dir, args.from_run, args.quiet)
     print(json.dumps(res, default=str))

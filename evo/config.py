@@ -112,6 +112,15 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
             raise _invalid(key, f"expected a list, got {_show(value)}")
         item = get_args(inner)[0]
         return tuple(_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value))
+    if get_origin(inner) is dict:
+        if not isinstance(value, dict):
+            raise _invalid(key, f"expected a mapping, got {_show(value)}")
+        item = get_args(inner)[1]
+        out = {}
+        for k, v in value.items():
+            _require(isinstance(k, str), key, f"expected string keys, got {_show(k)}")
+            out[k] = _coerce(v, item, f"{key}.{k}")
+        return out
     if dataclasses.is_dataclass(inner):
         if value is None or isinstance(value, dict):
             return _build(inner, value, f"{key}.")
@@ -284,10 +293,53 @@ class BudgetConfig(_Checked):
             _positive(f.name, getattr(self, f.name))
 
 
+def _check_model(m: Any, offline_ok: bool) -> None:
+    """The checks a model entry and the `llm` section's own model share."""
+    prefix, sep, rest = m.spec.partition(":")
+    if not (offline_ok and m.spec == "offline") and not (sep and prefix in LLM_PREFIXES):
+        raise _invalid("spec", f"unknown {m.spec!r} (choose from {LLM_FORMS})")
+    what = {"command": "command", "replay": "run directory"}.get(prefix, "model")
+    _require(not sep or bool(rest.strip()), "spec", f"{m.spec!r} names no {what}")
+    _at_least("price_in", m.price_in, 0)
+    _at_least("price_out", m.price_out, 0)
+    _at_least("max_concurrency", m.max_concurrency, 1)
+    ok = 0 <= m.temperature <= 2
+    _require(ok, "temperature", f"must be within [0, 2], got {m.temperature}")
+    _at_least("max_tokens", m.max_tokens, 1)
+    url = m.base_url
+    ok = url is None or url.startswith(("http://", "https://"))
+    _require(ok, "base_url", f"expected an http(s) URL, got {_show(url)}")
+
+
+@dataclass(frozen=True)
+class ModelConfig(_Checked):
+    """One model of the registry: how often it is drawn (`weight`, relative), how it is
+    called, and its price in USD per million input / output tokens."""
+
+    spec: str = ""
+    weight: float = 1.0
+    temperature: float = 0.7
+    max_tokens: int = 4096
+    max_concurrency: int = 4
+    base_url: str | None = None
+    price_in: float = 0.0
+    price_out: float = 0.0
+
+    def _check(self) -> None:
+        _require(bool(self.spec), "spec", f"a model needs a spec ({LLM_FORMS[9:]})")
+        _check_model(self, offline_ok=False)
+        _positive("weight", self.weight)
+
+
 @dataclass(frozen=True)
 class LLMConfig(_Checked):
     """The model behind the operators: offline (no LLM), openai:MODEL, anthropic:MODEL,
-    command:CMD (a program reading the prompt on stdin) or replay:RUN_DIR (a run's replies)."""
+    command:CMD (a program reading the prompt on stdin) or replay:RUN_DIR (a run's replies).
+
+    `models` is a registry for an ensemble: each child's model is drawn by weight; with it
+    set, `spec` and the call settings here are not used. `--llm SPEC` replaces both with one
+    model.
+    """
 
     spec: str = "offline"
     max_concurrency: int = 4
@@ -298,22 +350,111 @@ class LLMConfig(_Checked):
     # (reserved at its worst case before the call, settled at its reported usage after).
     price_in: float = 0.0
     price_out: float = 0.0
+    models: tuple[ModelConfig, ...] = ()
 
     def _check(self) -> None:
-        _at_least("price_in", self.price_in, 0)
-        _at_least("price_out", self.price_out, 0)
-        prefix, sep, rest = self.spec.partition(":")
-        if self.spec != "offline" and not (sep and prefix in LLM_PREFIXES):
-            raise _invalid("spec", f"unknown {self.spec!r} (choose from {LLM_FORMS})")
-        what = {"command": "command", "replay": "run directory"}.get(prefix, "model")
-        _require(not sep or bool(rest.strip()), "spec", f"{self.spec!r} names no {what}")
-        _at_least("max_concurrency", self.max_concurrency, 1)
-        ok = 0 <= self.temperature <= 2
-        _require(ok, "temperature", f"must be within [0, 2], got {self.temperature}")
-        _at_least("max_tokens", self.max_tokens, 1)
-        url = self.base_url
-        ok = url is None or url.startswith(("http://", "https://"))
-        _require(ok, "base_url", f"expected an http(s) URL, got {_show(url)}")
+        _check_model(self, offline_ok=True)
+        specs = tuple(m.spec for m in self.models)
+        for i, spec in enumerate(specs):
+            _require(spec not in specs[:i], f"models[{i}].spec", f"{spec!r} is listed twice")
+
+    @property
+    def active(self) -> bool:
+        """Whether a model writes the children (else the offline operator does)."""
+        return bool(self.models) or self.spec != "offline"
+
+    def registry(self) -> tuple[ModelConfig, ...]:
+        """The models to draw from: `models`, or `spec` with this section's settings."""
+        if self.models:
+            return self.models
+        if self.spec == "offline":
+            return ()
+        keep = ("max_concurrency", "temperature", "max_tokens", "base_url", "price_in")
+        return (ModelConfig(self.spec, **{k: getattr(self, k) for k in keep},
+                            price_out=self.price_out),)  # fmt: skip
+
+
+LLM_OPERATORS = ("mutate", "crossover", "repair", "translate")
+
+
+@dataclass(frozen=True)
+class OperatorsConfig(_Checked):
+    """How an LLM island makes a child: relative weights of the operators (drawn among those
+    that have what they need: crossover two correct members, repair a failure with attempts
+    left, translate a correct kernel on another backend's island), and `repair_attempts`,
+    the repairs one failed lineage gets before it is left alone. An island with no seed
+    kernel starts from `initial` children written from the reference."""
+
+    mutate: float = 0.6
+    crossover: float = 0.2
+    repair: float = 0.2
+    translate: float = 0.1
+    repair_attempts: int = 3
+
+    def _check(self) -> None:
+        for name in LLM_OPERATORS:
+            _at_least(name, getattr(self, name), 0)
+        _require(self.mutate > 0, "mutate", "must be positive: it is the fallback operator")
+        _at_least("repair_attempts", self.repair_attempts, 0)
+
+    def weights(self) -> dict[str, float]:
+        return {name: getattr(self, name) for name in LLM_OPERATORS}
+
+
+PROMPT_KEYS = ("initial", "mutate", "repair", "crossover", "translate")
+
+
+@dataclass(frozen=True)
+class PromptsConfig(_Checked):
+    """One set of prompt changes (operators.prompting.PromptOverrides).
+
+    `replace`: operator or "system" -> a .j2 template file taking the built-in one's place.
+    `append`: operator, "system" or "*" -> text added at the end of that prompt.
+    `aux_code`: operator or "*" -> files or folders whose code the prompt shows.
+    `steps`: [first, last] island steps the set is in force for (null: every step).
+    `dirs`: folders searched for templates (a replacement may {% include %} from them).
+    """
+
+    replace: dict[str, str] = field(default_factory=dict)
+    append: dict[str, str] = field(default_factory=dict)
+    aux_code: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    steps: tuple[int, ...] | None = None
+    dirs: tuple[str, ...] = ()
+
+    def _check(self) -> None:
+        ops = (*PROMPT_KEYS, "system")
+        for what, allowed in (("replace", ops), ("append", (*ops, "*")),
+                              ("aux_code", (*PROMPT_KEYS, "*"))):  # fmt: skip
+            for k in getattr(self, what):
+                _choose(f"{what}.{k}", k, allowed)
+        for k, path in self.replace.items():
+            _require(Path(path).is_file(), f"replace.{k}", f"no such template file: {path}")
+        for k, paths in self.aux_code.items():
+            for i, path in enumerate(paths):
+                ok = Path(path).exists()
+                _require(ok, f"aux_code.{k}[{i}]", f"no such file or folder: {path}")
+        for i, d in enumerate(self.dirs):
+            _require(Path(d).is_dir(), f"dirs[{i}]", f"no such folder: {d}")
+        if self.steps is not None:
+            ok = len(self.steps) == 2 and 0 <= self.steps[0] <= self.steps[1]
+            _require(ok, "steps", f"expected [first, last], got {list(self.steps)}")
+
+
+@dataclass(frozen=True)
+class AnalystConfig(_Checked):
+    """The profiler-analysis actor: each island's new bests (up to `max_per_island` of them)
+    are profiled on the fitness worker's device (torch.profiler; Nsight Compute where `ncu`
+    runs, unless `ncu` is false) and get one recommendation, which steers their lineage's
+    next mutations. `llm`: the recommendation's words come from the run's first model
+    (else from the rules). Off in deterministic mode: profiles differ from run to run."""
+
+    enabled: bool = True
+    ncu: bool | None = None
+    max_per_island: int = 3
+    llm: bool = False
+
+    def _check(self) -> None:
+        _at_least("max_per_island", self.max_per_island, 0)
 
 
 @dataclass(frozen=True)
@@ -333,6 +474,9 @@ class RunConfig(_Checked):
     fitness: FitnessConfig = field(default_factory=FitnessConfig)
     budgets: BudgetConfig = field(default_factory=BudgetConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
+    operators: OperatorsConfig = field(default_factory=OperatorsConfig)
+    prompts: tuple[PromptsConfig, ...] = ()
+    analyst: AnalystConfig = field(default_factory=AnalystConfig)
     seed: int = 0
     deterministic: bool = False  # a fixed order of proposals and verdicts, so a seed repeats
     checkpoint_seconds: float = 60.0
@@ -353,6 +497,14 @@ class RunConfig(_Checked):
         _require(rate <= cap, "migration.rate", f"{rate} exceeds population.cap ({cap})")
         _at_least("seed", self.seed, 0)
         _positive("checkpoint_seconds", self.checkpoint_seconds)
+        if not self.llm.active:
+            _require(
+                not self.migration.cross_backend,
+                "migration.cross_backend",
+                "islands trade across backends through the translate operator, which needs a "
+                "model (llm.spec or llm.models)",
+            )
+            _require(not self.analyst.llm, "analyst.llm", "needs a model (llm.spec or llm.models)")
 
     def to_dict(self) -> dict:
         """Plain dicts, lists and scalars; `load_config_dict` reads it back to an equal config."""
@@ -383,6 +535,8 @@ def _plain(value: Any) -> Any:
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
     return value
 
 

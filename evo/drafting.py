@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 from evo.budget import Budget
 from evo.config import RunConfig
@@ -23,7 +24,7 @@ from evo.lineage import LineageWriter, recorded_llm_calls
 from fitness.workloads import resolve_workload
 from operators.llm import LLMClient, ModelEntry, make_provider
 from operators.llm_operator import Draft, LLMOperator
-from operators.prompting import CodeSample, PromptContext
+from operators.prompting import CodeSample, PromptContext, PromptOverrides
 
 
 class Drafter:
@@ -31,27 +32,33 @@ class Drafter:
     ones as (workload, proposal, Draft)."""
 
     def __init__(self, cfg: RunConfig, run_dir: str, run_id: str, budget: Budget):
-        llm = cfg.llm
-        entry = ModelEntry(
-            llm.spec,
-            temperature=llm.temperature,
-            max_tokens=llm.max_tokens,
-            max_concurrency=llm.max_concurrency,
-            base_url=llm.base_url,
-            price_in=llm.price_in,
-            price_out=llm.price_out,
-        )
-        provider = make_provider(llm.spec, llm.base_url, recorded=recorded_llm_calls)
         self.calls = LineageWriter(run_dir, "llm_calls", "driver")
-        client = LLMClient(provider, entry, budget=budget, record=self.calls.append, run_id=run_id)
-        self.operator = LLMOperator([client])
+        self.clients = []
+        for m in cfg.llm.registry():  # an ensemble: each child's model is drawn by weight
+            entry = ModelEntry(
+                m.spec,
+                weight=m.weight,
+                temperature=m.temperature,
+                max_tokens=m.max_tokens,
+                max_concurrency=m.max_concurrency,
+                base_url=m.base_url,
+                price_in=m.price_in,
+                price_out=m.price_out,
+            )
+            provider = make_provider(m.spec, m.base_url, recorded=recorded_llm_calls)
+            self.clients.append(
+                LLMClient(provider, entry, budget=budget, record=self.calls.append, run_id=run_id)
+            )
+        self.operator = LLMOperator(self.clients, prompt_overrides(cfg))
         self.kb_root = cfg.kernelbench.root if cfg.kernelbench else None
         self.precision = cfg.fitness.precision
         self.seed = cfg.seed
         self.deterministic = cfg.deterministic
-        self._pool = ThreadPoolExecutor(max_workers=llm.max_concurrency, thread_name_prefix="llm")
+        workers = sum(m.max_concurrency for m in cfg.llm.registry()) + 1  # +1: the analyst
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm")
         self._futures: list[tuple[str, dict, Future]] = []
         self._references: dict[str, str] = {}
+        self.device: dict | None = None  # the fitness workers' GPU (set by the engine)
 
     @property
     def busy(self) -> int:
@@ -65,6 +72,26 @@ class Drafter:
         kind = prop["extra"]["request"]["kind"]
         fut = self._pool.submit(self.operator.propose, kind, prop["backend"], ctx, rng)
         self._futures.append((workload, prop, fut))
+
+    def advise(self, profile_json: str) -> Future:
+        """The LLM analyst's recommendation (a dict) for a profile, from the run's first model
+        on the drafting threads (the per-model limit and the budget hold for it too); the
+        rules' advice where the call fails."""
+        from fitness.profile import Profile
+        from operators.analyst import LLMAnalyst
+
+        client = self.clients[0]
+
+        def complete(prompt: str) -> str:
+            res = client.complete(prompt, operator="analyst")
+            if not res.ok:
+                raise RuntimeError(res.error or "the call failed")
+            return res.text
+
+        analyst = LLMAnalyst(complete)
+        return self._pool.submit(
+            lambda: analyst.recommend(Profile.from_json(profile_json)).to_dict()
+        )
 
     def done(self) -> list[tuple[str, dict, Draft]]:
         out, left = [], []
@@ -100,7 +127,42 @@ class Drafter:
             error=(req["parents"][0].get("reason") or "") if req["kind"] == "repair" else "",
             recommendation=(req["parents"][0].get("recommendation") or "") if parents else "",
             edit_format="diff" if req["kind"] in ("mutate", "repair") else "rewrite",
+            source_backend=req.get("source_backend", ""),
+            device=self.device,
         )
+
+
+def prompt_overrides(cfg: RunConfig) -> list[PromptOverrides]:
+    """The config's `prompts` sets as operators.prompting overrides (aux code read now)."""
+    out = []
+    for p in cfg.prompts:
+        aux = {
+            op: [item for path in paths for item in read_aux(path)]
+            for op, paths in p.aux_code.items()
+        }
+        steps = range(p.steps[0], p.steps[1] + 1) if p.steps else None
+        replace = {op: Path(path) for op, path in p.replace.items()}
+        out.append(PromptOverrides(replace, dict(p.append), aux, steps, tuple(p.dirs)))
+    return out
+
+
+AUX_SUFFIXES = (".py", ".cu", ".cuh", ".h", ".hpp", ".cpp", ".txt", ".md")
+AUX_MAX_BYTES = 64 * 1024
+
+
+def read_aux(path: str) -> list[tuple[str, str]]:
+    """(path, text) of a file, or of a folder's code files (sorted; each at most 64 KiB)."""
+    p = Path(path)
+    files = (
+        sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in AUX_SUFFIXES)
+        if p.is_dir()
+        else [p]
+    )
+    out = []
+    for f in files:
+        data = f.read_bytes()[:AUX_MAX_BYTES]
+        out.append((str(f), data.decode("utf-8", errors="replace")))
+    return out
 
 
 _FLOAT = re.compile(r"\d+\.\d+(?:e[-+]?\d+)?")

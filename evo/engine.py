@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 import ray
 
+from evo.advice import Advisor
 from evo.budget import Budget, BudgetExceeded
 from evo.candidate import failed_verdict, verdict_from_row
 from evo.config import RunConfig, config_yaml, load_config_text
@@ -32,6 +33,8 @@ from evo.rundir import RunDir
 from evo.workset import run_workloads
 from fitness.errors import EvoError
 from fitness.judge import source_hash
+
+ADVICE_GRACE_S = 600.0  # how long a finished run waits for the analyses under way
 
 
 class Engine:
@@ -68,11 +71,6 @@ class Engine:
             self.rd.unlock()
 
     def _run(self, from_run: str | None) -> dict:
-        if self.cfg.migration.cross_backend:
-            raise EvoError(
-                "migration.cross_backend: islands of different backends trade through the "
-                "translate operator, which is not built yet; set it to false"
-            )
         ckpt = self.rd.latest_checkpoint() if self.resume else None
         if self.resume and ckpt is None and not self.cfg.deterministic:
             raise EvoError(f"{self.rd.uri}: no committed checkpoint to resume from")
@@ -126,8 +124,18 @@ class Engine:
             {"workers": self.pool.n, "gpu": self.pool.gpu, "hosts": len(self.hosts)},
         )
         self.drafter = None
-        if self.cfg.llm.spec != "offline" and self.operator is None:
+        if self.cfg.llm.active and self.operator is None:
             self.drafter = Drafter(self.cfg, self.rd.uri, self.run_id, self.budget)
+            if self.pool.gpu and self.worker_cls is None:  # device facts for the prompts
+                facts = self.pool.workers[0].device_facts.remote(self.cfg.fitness.precision)
+                self.drafter.device = ray.get(facts)
+        self.advisor = None
+        a = self.cfg.analyst
+        if a.enabled and a.max_per_island > 0 and self.operator is None and not self.worker_cls:
+            if self.cfg.deterministic:  # a profile's numbers differ from run to run
+                self._event("analysis", "", {"off": "deterministic mode"})
+            else:
+                self.advisor = Advisor(self.cfg, self.rd, self.pool, self._event, self.drafter)
         resubmit = self._restore(ckpt, from_run)
         self._install_signals()
         try:
@@ -283,6 +291,8 @@ class Engine:
                 if self.drafter:
                     self._drafted(det, k)
                 self._landed(ready, det, k)
+                if self.advisor:
+                    self._advised()
                 self._send()
                 if time.monotonic() - last_ckpt > self.cfg.checkpoint_seconds:
                     self.checkpoint()
@@ -293,6 +303,7 @@ class Engine:
                 self.stop_reason = (
                     "budget: max_evals" if spent else "no island has anything left to propose"
                 )
+            self._drain_advice(live)
             self.checkpoint()
 
     def _landed(self, refs: list, det: bool, k: int) -> None:
@@ -329,8 +340,13 @@ class Engine:
             return
         for w, items in batch.items():
             judged = [(p, v) for p, v in items if v is not None]
-            if judged:
-                self._call(w, "integrate", judged)
+            if not judged:
+                continue
+            new = self._call(w, "integrate", judged)
+            if self.advisor:
+                by_id = {p["candidate_id"]: (p, v) for p, v in judged}
+                for best in new:
+                    self.advisor.submit(w, best["island"], *by_id[best["candidate_id"]])
         interval = max(1, self.cfg.migration.interval)
         for w, items in batch.items():
             before = self.folded[w]
@@ -341,6 +357,22 @@ class Engine:
                 self._drop(prop["island"], prop)
             wants = {isl: k - len(self.in_flight[isl]) for isl in {p["island"] for p, _ in items}}
             self._propose_many(w, wants)
+
+    def _drain_advice(self, live) -> None:
+        """Analyses under way when the run ends are waited for (their recommendations go into
+        the final checkpoint), unless a signal stopped the run."""
+        deadline = time.monotonic() + ADVICE_GRACE_S
+        while self.advisor and self.advisor.jobs and time.monotonic() < deadline:
+            if self._stop.is_set():
+                return
+            time.sleep(0.1)
+            self._advised()
+            live()
+
+    def _advised(self) -> None:
+        """Recommendations that came back go to their members' islands."""
+        for w, island, cid, rec in self.advisor.poll():
+            self._call(w, "set_recommendation", island, cid, rec)
 
     def _quotas(self) -> dict[str, int]:
         """Deterministic mode splits the evaluation budget between islands in a fixed way, so
@@ -363,7 +395,7 @@ class Engine:
         k = self.cfg.population.in_flight
         m = self.cfg.migration
         islands = self.islands[w]
-        migrating = m.topology != "none" and m.rate > 0 and len(islands) > 1
+        migrating = _trades(m) and len(islands) > 1
         moved = True
         while moved:
             moved = False
@@ -392,7 +424,7 @@ class Engine:
 
     def _migrate(self, w: str) -> None:
         m = self.cfg.migration
-        if m.topology == "none" or m.rate == 0 or len(self.islands[w]) < 2:
+        if not _trades(m) or len(self.islands[w]) < 2:
             return
         self._call(w, "migrate", m.topology, m.rate)
 
@@ -465,7 +497,10 @@ class Engine:
                 source_hash=source_hash(draft.source) if draft.source else "",
                 model=draft.model,
                 llm_call_id=draft.llm_call_id,
-                extra={"description": f"{draft.operator} by {draft.model}"},
+                extra={
+                    **{k: v for k, v in prop["extra"].items() if k != "request"},
+                    "description": f"{draft.operator} by {draft.model}",
+                },
             )
             if draft.ok:
                 fresh[w].append(prop)
@@ -564,6 +599,8 @@ class Engine:
         """Workers first (they hold the GPUs), then the hosts' last rows, then the hosts."""
         if self.drafter:
             self.drafter.close()
+        if self.advisor:
+            self.advisor.close()
         for wkr in self.pool.workers:
             try:
                 ray.kill(wkr)
@@ -607,6 +644,11 @@ class Engine:
             return
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self._stop.set())
+
+
+def _trades(m) -> bool:
+    """Whether islands trade at all: migration within a backend, or translation across."""
+    return (m.topology != "none" and m.rate > 0) or m.cross_backend
 
 
 def _evals(items: list[dict]) -> dict[str, int]:

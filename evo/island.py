@@ -20,8 +20,8 @@ from evo.selection import make_strategy
 from fitness.judge import source_hash
 from operators.offline import ParamOperator
 
-CROSSOVER_RATE = 0.2  # of proposals, when an island holds two or more members
-REPAIR_RATE = 0.2  # of LLM proposals, when the island's failure pool has a repairable one
+CROSSOVER_RATE = 0.2  # of offline proposals, when an island holds two or more members
+DEFAULT_WEIGHTS = {"mutate": 0.6, "crossover": 0.2, "repair": 0.2, "translate": 0.1}
 REPAIRABLE = ("compile_error", "runtime_error", "timeout", "mismatch")
 SUMMARY_FIELDS = ("reason", "speedup_vs_eager", "speedup_vs_compile", "sol_fraction",
                   "precision", "recommendation")  # fmt: skip
@@ -60,11 +60,14 @@ class IslandHost:
         self.rngs = {n: random.Random(f"{self.seed}/{n}") for n in self.islands}
         self.next_step = dict.fromkeys(self.islands, 0)
         self.migrations = 0
+        self.exported: dict[str, Member] = {}  # island -> its best at the last migration
         target = {"cuda": "gpu", "cpu": "interpreter"}.get(cfg["fitness"].get("device"))
         self.operator = operator or ParamOperator(target=target)
         # With a model configured, a proposal is a request the driver drafts through the LLM
         # operators (evo.drafting); its source comes back later, or a generation_failure.
-        self.llm = operator is None and (cfg.get("llm") or {}).get("spec", "offline") != "offline"
+        llm = cfg.get("llm") or {}
+        active = llm.get("spec", "offline") != "offline" or bool(llm.get("models"))
+        self.llm = operator is None and active
         self.fitness = fitness_function(cfg["fitness"]["metric"])
         slug = workload.replace(":", "_").replace("/", "_")
         self.rows = LineageWriter(run_dir, "candidates", slug)
@@ -90,14 +93,16 @@ class IslandHost:
     def _propose_one(self, island: str) -> Proposal | None:
         backend = island.split("|")[1]
         pop, step = self.pops[island], self.next_step[island]
-        if step == 0:
-            return self._proposal(island, self.seeds[backend], "seed", ())
-        if not pop.members:
-            return None
         rng = self._rng(island, step)
-        strategy = self.strategies[island]
+        if step == 0 and self.seeds[backend] is not None:
+            return self._proposal(island, self.seeds[backend], "seed", ())
+        if not pop.members and not pop.failures and self.seeds[backend] is not None:
+            return None  # the seed's verdict comes first
         if self.llm:
             return self._llm_request(island, rng)
+        if not pop.members:
+            return None
+        strategy = self.strategies[island]
         for _ in range(DEDUP_ATTEMPTS):
             if len(pop.members) >= 2 and rng.random() < CROSSOVER_RATE:
                 a, b = strategy.select(pop, rng, k=2)
@@ -108,7 +113,8 @@ class IslandHost:
                 )
             else:
                 (a,) = strategy.select(pop, rng, k=1)
-                child, op, parents = self.operator.mutate(a.source, rng), "mutate", (a,)
+                hint = a.summary.get("params_hint") or None
+                child, op, parents = self.operator.mutate(a.source, rng, hint), "mutate", (a,)
             if child is None:
                 continue
             digest = source_hash(child)
@@ -118,7 +124,7 @@ class IslandHost:
             for p in parents:
                 strategy.on_child(p)
             desc = self.operator.describe(parents[0].source, child)
-            return self._proposal(
+            prop = self._proposal(
                 island,
                 child,
                 f"offline_{op}",
@@ -126,33 +132,93 @@ class IslandHost:
                 desc,
                 digest,
             )
+            prop.recommendation = parents[0].summary.get("recommendation") or ""
+            return prop
         return None
 
     def _llm_request(self, island: str, rng: random.Random) -> Proposal:
-        """A child to draft: the operator, its parents and the material of its prompt."""
+        """A child to draft: the operator, its parents and the material of its prompt.
+
+        The operator is drawn by `operators` weight among those that have what they need;
+        in an island without a correct member, initial (a kernel written from the
+        reference) takes mutate's weight."""
         pop, strategy = self.pops[island], self.strategies[island]
-        broken = [m for m in pop.failures if m.status in REPAIRABLE]
-        r = rng.random()
-        if broken and r < REPAIR_RATE:
-            kind, parents = "repair", (rng.choice(broken),)
-        elif len(pop.members) >= 2 and r < REPAIR_RATE + CROSSOVER_RATE:
-            kind, parents = "crossover", tuple(strategy.select(pop, rng, k=2))
+        ops = self.cfg.get("operators") or {}
+        attempts = int(ops.get("repair_attempts", 3))
+        broken = [
+            m
+            for m in pop.failures
+            if m.status in REPAIRABLE
+            and m.children == 0
+            and m.metrics.get("repair_attempt", 0) < attempts
+        ]
+        foreign = self._foreign(island)
+        able = {
+            "mutate": bool(pop.members),
+            "crossover": len(pop.members) >= 2,
+            "repair": bool(broken),
+            "translate": bool(foreign),
+        }
+        weights = {k: float(ops.get(k, DEFAULT_WEIGHTS[k])) for k in able if able[k]}
+        weights = {k: w for k, w in weights.items() if w > 0}
+        if not pop.members:  # nothing to mutate: write one from the reference, or port one
+            mutate = float(ops.get("mutate", DEFAULT_WEIGHTS["mutate"]))
+            weights = {"initial": mutate, **{k: w for k, w in weights.items() if k != "mutate"}}
+        kind = _draw(weights, rng)
+        source_backend, repair_attempt = "", 0
+        if kind == "repair":
+            parents = (rng.choice(broken),)
+            parents[0].children += 1
+            repair_attempt = int(parents[0].metrics.get("repair_attempt", 0)) + 1
+        elif kind == "crossover":
+            parents = tuple(strategy.select(pop, rng, k=2))
+        elif kind == "translate":
+            other = rng.choice(foreign)
+            parents = (self.exported[other],)
+            source_backend = other.split("|")[1]
+        elif kind == "mutate":
+            parents = tuple(strategy.select(pop, rng, k=1))
         else:
-            kind, parents = "mutate", tuple(strategy.select(pop, rng, k=1))
+            parents = ()
         for p in parents:
-            if p.is_correct:
+            if p.is_correct and p.island == island:
                 strategy.on_child(p)
         ids = {p.candidate_id for p in parents}
         others = [m for m in pop.best(3) if m.candidate_id not in ids][:2]
+        rest = [m for m in pop.members if m.candidate_id not in ids and m not in others]
+        if rest:  # and one from elsewhere in the island, for diversity
+            others.append(rng.choice(rest))
         prop = self._proposal(
             island, "", f"llm_{kind}", tuple(p.candidate_id for p in parents), digest="-"
         )
+        if parents:
+            prop.recommendation = parents[0].summary.get("recommendation") or ""
         prop.extra["request"] = {
             "kind": kind,
             "parents": [_sample(m) for m in parents],
             "inspirations": [_sample(m) for m in others],
+            "source_backend": source_backend,
         }
+        if repair_attempt:
+            prop.extra["repair_attempt"] = repair_attempt
         return prop
+
+    def _foreign(self, island: str) -> list[str]:
+        """Islands of this workload on another backend whose best, as of the last migration,
+        can be ported here (cross-backend trade, through the translate operator)."""
+        backend = island.split("|")[1]
+        return [n for n in self.exported if n.split("|")[1] != backend]
+
+    def set_recommendation(self, island: str, candidate_id: str, rec: dict) -> bool:
+        """The analyst's advice for a member: its lineage's next children follow it (the
+        LLM's mutate prompt shows the text; the offline operator moves the hinted
+        parameters). False when the member has left the island."""
+        for m in self.pops[island].members:
+            if m.candidate_id == candidate_id:
+                m.summary["recommendation"] = rec.get("text") or ""
+                m.summary["params_hint"] = dict(rec.get("params_hint") or {})
+                return True
+        return False
 
     def seen_many(self, items: list[tuple[str, str]]) -> list[bool]:
         """Whether each (island, source_hash) duplicates a candidate its island holds or has
@@ -189,9 +255,11 @@ class IslandHost:
         return self.rngs[island]
 
     # -- integrating
-    def integrate(self, items: list[tuple[dict, dict]], record: bool = True) -> None:
+    def integrate(self, items: list[tuple[dict, dict]], record: bool = True) -> list[dict]:
         """Fold judged proposals into their islands; write their rows unless `record` is off
-        (rows already in the lineage, folded back on resume)."""
+        (rows already in the lineage, folded back on resume). Returns the new island bests
+        among them ({island, candidate_id}), for the profiler-analysis actor."""
+        before = {n: self._best_id(n) for n in {p["island"] for p, _ in items}}
         for prop_d, verdict in items:
             prop = Proposal.from_dict(prop_d)
             fit, extra = score(self.fitness, verdict, prop)
@@ -202,6 +270,16 @@ class IslandHost:
                 self.rows.append(row)
         self.rows.maybe_flush()
         self.events.maybe_flush()
+        ids = {p["candidate_id"] for p, _ in items}
+        return [
+            {"island": n, "candidate_id": best}
+            for n, old in before.items()
+            if (best := self._best_id(n)) != old and best in ids
+        ]
+
+    def _best_id(self, island: str) -> str | None:
+        top = self.pops[island].best(1)
+        return top[0].candidate_id if top and top[0].fitness is not None else None
 
     def fold_rows(self, rows: list[dict]) -> None:
         """Rows recorded after the last checkpoint, folded back in (resume); nothing written."""
@@ -233,7 +311,16 @@ class IslandHost:
     def migrate(self, topology: str, rate: int) -> list[dict]:
         """Copies of each island's best go to its targets (same backend only); each accepted
         migrant gets a row (is_migrant, its source as parent) and an event."""
+        if (self.cfg.get("migration") or {}).get("cross_backend"):
+            # What other backends' islands may port, fixed until the next migration (so a
+            # deterministic run translates the same kernels whichever island folds first).
+            self.exported = {
+                n: self.pops[n].best(1)[0] for n in self.islands if self.pops[n].best(1)
+            }
         moved = []
+        if topology == "none" or rate == 0:
+            self.migrations += 1
+            return moved
         by_backend: dict[str, list[str]] = {}
         for name in self.islands:
             by_backend.setdefault(name.split("|")[1], []).append(name)
@@ -295,6 +382,7 @@ class IslandHost:
             "rngs": {n: _rng_state(r) for n, r in self.rngs.items()},
             "next_step": dict(self.next_step),
             "migrations": self.migrations,
+            "exported": {n: m.to_dict() for n, m in self.exported.items()},
         }
 
     def set_state(self, state: dict) -> None:
@@ -306,6 +394,7 @@ class IslandHost:
             self.rngs[n].setstate(_rng_from(s))
         self.next_step.update(state["next_step"])
         self.migrations = state["migrations"]
+        self.exported = {n: Member.from_dict(d) for n, d in state.get("exported", {}).items()}
 
     def seed_from(self, members: list[dict]) -> int:
         """A new run's islands start from a saved population (`evo run --from`)."""
@@ -363,4 +452,15 @@ def _rng_from(s: list) -> tuple:
 
 def _sample(m: Member) -> dict:
     """A member as a prompt shows it: its code and its verdict."""
-    return {"source": m.source, "status": m.status, **m.summary, "label": f"step {m.step}"}
+    summary = {k: v for k, v in m.summary.items() if k != "params_hint"}
+    return {"source": m.source, "status": m.status, **summary, "label": f"step {m.step}"}
+
+
+def _draw(weights: dict[str, float], rng: random.Random) -> str:
+    """A key of `weights`, drawn in proportion (in the dict's order, so a seed repeats)."""
+    r = rng.random() * sum(weights.values())
+    for k, w in weights.items():
+        r -= w
+        if r < 0:
+            return k
+    return k

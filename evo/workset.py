@@ -14,25 +14,29 @@ from fitness.workloads import Workload, resolve_workload
 @dataclass(frozen=True)
 class RunWorkload:
     name: str
-    seeds: dict[str, str]  # backend -> seed source
+    seeds: dict[str, str | None]  # backend -> seed source; None: the initial operator's
     extra_shapes: list[dict] = field(default_factory=list)
 
 
 def run_workloads(cfg: RunConfig) -> list[RunWorkload]:
-    """Every workload of the run; one without a seed kernel for its backends is an error."""
+    """Every workload of the run. A backend without a seed kernel starts from the initial
+    operator (a model writes one from the reference); without a model that backend has no
+    island, and a workload left with none is an error."""
     out = []
     kb_root = cfg.kernelbench.root if cfg.kernelbench else None
     for name in [*cfg.workloads, *kernelbench_names(cfg)]:
         w = resolve_workload(name, kb_root)
-        seeds = {}
+        seeds: dict[str, str | None] = {}
         for backend in cfg.backends:
             if backend == "triton" and w.seed_path is not None:
                 seeds[backend] = w.seed_path.read_text()
+            elif cfg.llm.active:
+                seeds[backend] = None
         if not seeds:
             raise EvoError(
-                f"workload {name}: no seed kernel for {', '.join(cfg.backends)}; a run starts "
-                "from one (the initial operator, which writes one from the reference, is not in "
-                "the loop yet)"
+                f"workload {name}: no seed kernel for {', '.join(cfg.backends)}; without a "
+                "model (llm.spec) a run starts from one, and the offline operator cannot write "
+                "one from the reference"
             )
         out.append(RunWorkload(w.name, seeds, extra_shapes(cfg, w)))
     return out

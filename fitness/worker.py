@@ -50,6 +50,13 @@ class EvalRequest:
     shapes: list = field(default_factory=list)
 
 
+@dataclass
+class _ProfileJob:
+    """A profile to capture, queued with the evaluations (its future rides as the `build`)."""
+
+    request: dict
+
+
 class FitnessService:
     """Evaluates a stream of requests on one device, one candidate on the GPU at a time."""
 
@@ -124,6 +131,18 @@ class FitnessService:
             self.submit(req, fut)
         return [f.result() for f in futures]
 
+    def profile(self, request: dict) -> dict:
+        """Profile a judged candidate on this service's device, between two evaluations (so
+        it never runs beside a timed one): {"profile": Profile JSON or None, "error": str}.
+
+        `request` holds EvalRequest's source, workload, backend, precision, overrides and
+        kernelbench_root, plus `result` (its verdict, for the roofline) and `ncu` (None: use
+        Nsight Compute where it is on PATH).
+        """
+        fut: Future = Future()
+        self._queue.put((_ProfileJob(dict(request)), fut))
+        return fut.result()
+
     def info(self) -> dict:
         return {
             "device": self.device,
@@ -132,10 +151,33 @@ class FitnessService:
             "evaluated": self.evaluated,
         }
 
+    def device_facts(self, precision: str = "fp32") -> dict | None:
+        """What a prompt tells the model about this worker's GPU (None on the CPU): name,
+        compute capability, SMs, L2 size, and the datasheet peaks for `precision`."""
+        if self.device != "cuda":
+            return None
+        import torch
+
+        from fitness.roofline import peaks_for
+
+        p = torch.cuda.get_device_properties(0)
+        peaks = peaks_for(p.name)
+        return {
+            "name": p.name,
+            "compute_capability": f"{p.major}.{p.minor}",
+            "sm_count": p.multi_processor_count,
+            "l2_bytes": getattr(p, "L2_cache_size", None),
+            "peak_flops": peaks.flops(parse_precision(precision)) if peaks else None,
+            "peak_bandwidth": peaks.dram if peaks else None,
+        }
+
     # -- the GPU loop
     def _loop(self) -> None:
         while True:
             req, build = self._queue.get()
+            if isinstance(req, _ProfileJob):
+                build.set_result(self._profile(req.request))
+                continue
             try:
                 res = self._judge_shapes(req, build)
             except EvoError as e:
@@ -238,6 +280,34 @@ class FitnessService:
                 source_hash=source_hash(source),
                 precision=opts.precision.value,
             )
+
+    def _profile(self, request: dict) -> dict:
+        from fitness.profiling import ProfileError, capture_profile
+
+        req = EvalRequest(**{k: v for k, v in request.items() if k not in ("result", "ncu")})
+        env = {}
+        if req.backend == "cuda" and self.device == "cuda":  # the build the judge made
+            from fitness.compile import extension_dir_for
+
+            env["TORCH_EXTENSIONS_DIR"] = str(
+                extension_dir_for(self.extension_dir, source_hash(req.source))
+            )
+            env["TORCH_CUDA_ARCH_LIST"] = self._arch()
+        try:
+            profile = capture_profile(
+                req.source,
+                self._workload(req),
+                self.device,
+                request.get("ncu"),
+                result=EvalResult.from_dict(request["result"]) if request.get("result") else None,
+                precision=req.precision,
+                env=env,
+            )
+        except (ProfileError, EvoError) as e:
+            return {"profile": None, "error": str(e)}
+        except Exception as e:  # noqa: BLE001 - the service must outlive any request
+            return {"profile": None, "error": f"profiling fault: {e!r}"}
+        return {"profile": profile.to_json(), "error": ""}
 
     def judge_pid(self) -> int | None:
         """The judge process's pid, once it has judged a candidate (None when in-process)."""

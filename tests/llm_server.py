@@ -17,6 +17,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -82,6 +83,15 @@ class RecordedRequest:
     body: dict[str, Any]
     auth: list[str] = field(default_factory=list)
 
+    @property
+    def prompt(self) -> str:
+        """The text of every message (and the system prompt), joined."""
+        parts = [self.body.get("system") or ""]
+        for m in self.body.get("messages", []):
+            c = m.get("content")
+            parts += [c] if isinstance(c, str) else [b.get("text", "") for b in c or []]
+        return "\n".join(p if isinstance(p, str) else str(p) for p in parts)
+
 
 _ERROR_TYPES = {429: "rate_limit_error", 401: "authentication_error", 400: "invalid_request_error"}
 
@@ -93,8 +103,14 @@ class LLMServer:
     request gets a 401 whose message echoes the presented key, as careless servers do.
     """
 
-    def __init__(self, default: Behaviour | None = None, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        default: Behaviour | None = None,
+        api_key: str | None = None,
+        responder: Callable[[RecordedRequest], Behaviour] | None = None,
+    ) -> None:
         self.default: Behaviour = default or Reply()
+        self.responder = responder  # answers by the request, when nothing is scripted
         self.api_key = api_key
         self.requests: list[RecordedRequest] = []
         self.in_flight = 0
@@ -146,7 +162,9 @@ class LLMServer:
             self.requests.append(request)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            return self._script.popleft() if self._script else self.default
+            if self._script:
+                return self._script.popleft()
+        return self.responder(request) if self.responder else self.default
 
     def _done(self) -> None:
         with self._lock:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from fitness.ncu import unsupported_metrics
+from fitness.profiling import ProfileError, capture_profile, kernel_names
 from fitness.results import EvalResult, Status
 from fitness.workloads import resolve_workload
 from operators.analyst import (
@@ -24,8 +26,6 @@ from operators.analyst import (
     parse_ncu_csv,
     save_profile,
 )
-from operators.analyst.ncu import unsupported_metrics
-from operators.profiling import ProfileError, capture_profile, kernel_names
 
 FIXTURES = Path(__file__).parent / "profiles"
 H100 = "NVIDIA H100 80GB HBM3"

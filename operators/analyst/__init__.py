@@ -1,15 +1,13 @@
 """The profiler-analysis actor: one concrete recommendation from a candidate's profile.
 
-`profile` holds the record (kernel table, Nsight Compute metrics, roofline) and its JSON
-storage; `ncu` what is asked of Nsight Compute and how its CSV is read; `rules` the rule-based
-analyst; `llm` the LLM analyst (text from a model, kind and hint from the rules); `actor` the
-Ray actor. Capture itself is operators.profiling.
+The profile record (kernel table, Nsight Compute metrics, roofline) is fitness.profile, and
+its capture fitness.profiling: the fitness service profiles on the GPU it owns, between two
+evaluations. Here: `rules` the rule-based analyst; `llm` the LLM analyst (text from a model,
+kind and hint from the rules); `actor` the Ray actor.
 """
 
-from operators.analyst.actor import AnalystService, analyst_actor_class
-from operators.analyst.llm import LLMAnalyst, first_paragraph
-from operators.analyst.ncu import NCU_METRICS, parse_ncu_csv
-from operators.analyst.profile import (
+from fitness.ncu import NCU_METRICS, parse_ncu_csv
+from fitness.profile import (
     KernelRow,
     NcuKernel,
     Profile,
@@ -17,6 +15,8 @@ from operators.analyst.profile import (
     safe_id,
     save_profile,
 )
+from operators.analyst.actor import AnalystService, analyst_actor_class
+from operators.analyst.llm import LLMAnalyst, first_paragraph
 from operators.analyst.rules import TUNABLE_KINDS, Recommendation, RuleAnalyst
 
 __all__ = [

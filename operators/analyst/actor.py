@@ -9,15 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from fitness.profile import Profile, save_profile
 from operators.analyst.llm import LLMAnalyst
-from operators.analyst.profile import Profile, save_profile
 from operators.analyst.rules import RuleAnalyst
 
 
 class AnalystService:
     """What the profiler-analysis actor does; a plain class so it can be used without Ray.
 
-    `recommend` reads a stored profile; `analyse` captures one (operators.profiling), reads it
+    `recommend` reads a stored profile; `analyse` captures one (fitness.profiling), reads it
     and, given `run_dir` and `candidate_id`, saves it under RUN/artifacts/profiles/.
     """
 
@@ -50,9 +50,9 @@ class AnalystService:
         Returns {"recommendation": dict | None, "profile_path": str | None, "error": str}.
         """
         from fitness.errors import EvoError
+        from fitness.profiling import ProfileError, capture_profile  # imports this package
         from fitness.results import EvalResult
         from fitness.workloads import resolve_workload
-        from operators.profiling import ProfileError, capture_profile  # imports this package
 
         try:
             workload = resolve_workload(workload_name, overrides=overrides)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from operators.analyst.profile import Profile
+from fitness.profile import Profile
 from operators.analyst.rules import Recommendation, RuleAnalyst
 
 PROMPT_DIR = Path(__file__).resolve().parents[1] / "prompts"

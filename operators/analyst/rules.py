@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fitness.precision import Precision
+from fitness.profile import NcuKernel, Profile, Roofline
 from fitness.roofline import peaks_for
-from operators.analyst.profile import NcuKernel, Profile, Roofline
 
 TUNABLE_KINDS = ("block", "group", "warps", "stages")
 

@@ -6,7 +6,7 @@ forward calls with torch.profiler, and, where `ncu` is on PATH and the device is
 same script once more under `ncu --csv`. The result is an `operators.analyst.Profile`.
 
 Left out: source-level (per line) metrics and ncu's section rules; the metrics asked for are
-the ones the rule analyst reads (operators.analyst.ncu).
+the ones the rule analyst reads (fitness.ncu).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from fitness.ncu import NCU_METRICS, parse_ncu_csv, unsupported_metrics
+from fitness.profile import KernelRow, NcuKernel, Profile, Roofline
 from fitness.results import EvalResult
 from fitness.workloads import Workload, resolve_workload
-from operators.analyst.ncu import NCU_METRICS, parse_ncu_csv, unsupported_metrics
-from operators.analyst.profile import KernelRow, NcuKernel, Profile, Roofline
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 _MAX_KERNEL_ROWS = 30
@@ -63,6 +63,7 @@ def capture_profile(
     calls: int = 3,
     ncu_launches: int = 8,
     timeout_s: float = 300.0,
+    env: dict | None = None,
 ) -> Profile:
     """Profile `source` (a candidate file's text) on `workload` in a subprocess.
 
@@ -70,7 +71,9 @@ def capture_profile(
     (the candidate's EvalResult) the roofline takes the judge's runtime and flops; otherwise
     the child counts the reference Model's flops and times the calls itself. `ncu`: True
     requires Nsight Compute, None uses it where it is on PATH and the device is CUDA.
-    Raises ProfileError when the candidate crashes or times out.
+    `env` is added to the child's environment (e.g. the CUDA build directory the judge
+    used, so a CUDA candidate is not built again). Raises ProfileError when the candidate
+    crashes or times out.
     """
     if isinstance(workload, str):
         workload = resolve_workload(workload)
@@ -90,6 +93,7 @@ def capture_profile(
             "out_path": str(Path(tmp) / "profile_out.json"),
             "mode": "torch",
         }
+        job["env"] = dict(env or {})
         _run_child(job, tmp, timeout_s, prefix=[])
         raw = json.loads(Path(job["out_path"]).read_text())
         profile = _profile_from_child(raw, workload.name, own, result, precision)
@@ -173,9 +177,9 @@ def _run_child(job: dict, tmp: str, timeout_s: float, prefix: list[str]) -> str:
     """Run the child (under `prefix`, e.g. ncu); returns its stderr, raises ProfileError."""
     job_path = Path(tmp) / f"job_{job['mode']}.json"
     job_path.write_text(json.dumps(job))
-    env = dict(os.environ)
+    env = {**os.environ, **job.get("env", {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
-    cmd = prefix + [sys.executable, "-m", "operators.profiling", str(job_path)]
+    cmd = prefix + [sys.executable, "-m", "fitness.profiling", str(job_path)]
     proc = subprocess.Popen(
         cmd,
         cwd=tmp,

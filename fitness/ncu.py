@@ -2,7 +2,7 @@
 
 The metrics are the standard section metrics the rule analyst reads (DRAM and SM throughput,
 achieved occupancy, launch resources, warp stall reasons); an ncu that lacks some of them is
-retried without (operators.profiling).
+retried without (fitness.profiling).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import csv
 import io
 import re
 
-from operators.analyst.profile import NcuKernel
+from fitness.profile import NcuKernel
 
 # Warp stall reasons read by the analyst; each is one ncu metric
 # smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio (compute capability >= 7).

@@ -1,0 +1,127 @@
+"""The profiler-analysis path on a real device: judge, profile, recommend, prompt.
+
+    python -m experiments.bench.analyst_demo [--out DIR] [--workloads builtin:softmax ...]
+
+For each workload's candidate (the builtin Triton seed, or a CUDA kernel from
+tests/gpu_candidates with --backend cuda): the fitness service judges it, then profiles it
+(`FitnessService.profile`: torch.profiler's kernel table and, where `ncu` runs, Nsight Compute
+metrics), the rule analyst reads the profile, and the mutate prompt that the recommendation
+steers is rendered. Writes, per candidate, the profile JSON, the recommendation and the prompt
+under --out, and prints a summary line each (RESULTS.md quotes them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from fitness.profile import Profile
+from fitness.worker import FitnessService
+from fitness.workloads import resolve_workload
+from operators.analyst import RuleAnalyst
+from operators.prompting import CodeSample, DeviceFacts, PromptContext, render
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT = ("builtin:softmax", "builtin:matmul")
+
+
+def candidate(workload: str, backend: str) -> str:
+    if backend == "triton":
+        w = resolve_workload(workload)
+        if w.seed_path is None:
+            raise SystemExit(f"{workload}: no Triton seed")
+        return w.seed_path.read_text()
+    name = workload.replace(":", "_") + "__cuda.py"
+    return (REPO / "tests" / "gpu_candidates" / name).read_text()
+
+
+def device_facts(profile: Profile) -> DeviceFacts | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    p = torch.cuda.get_device_properties(0)
+    return DeviceFacts(
+        name=p.name,
+        compute_capability=f"{p.major}.{p.minor}",
+        sm_count=p.multi_processor_count,
+        l2_bytes=getattr(p, "L2_cache_size", None),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="analyst_demo")
+    ap.add_argument("--workloads", nargs="+", default=list(DEFAULT))
+    ap.add_argument("--backend", default="triton", choices=("triton", "cuda"))
+    ap.add_argument("--ncu", choices=("auto", "on", "off"), default="auto")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ncu = {"auto": None, "on": True, "off": False}[args.ncu]
+    svc = FitnessService(device="auto")
+    analyst = RuleAnalyst()
+    summary = []
+    for name in args.workloads:
+        source = candidate(name, args.backend)
+        req = {"source": source, "workload": name, "backend": args.backend}
+        verdict = svc.evaluate(req)
+        t0 = time.monotonic()
+        got = svc.profile({**req, "result": verdict, "ncu": ncu})
+        secs = time.monotonic() - t0
+        slug = name.replace(":", "_") + f"__{args.backend}"
+        if got["profile"] is None:
+            print(f"{name}: profiling failed: {got['error']}", file=sys.stderr)
+            summary.append({"workload": name, "error": got["error"]})
+            continue
+        (out / f"{slug}.profile.json").write_text(got["profile"])
+        profile = Profile.from_json(got["profile"])
+        rec = analyst.recommend(profile)
+        ctx = PromptContext(
+            reference=resolve_workload(name).source,
+            workload=name,
+            step=1,
+            parent=CodeSample(source, verdict, "step 0"),
+            recommendation=rec.text,
+            device=device_facts(profile),
+            edit_format="diff",
+        )
+        prompt = render("mutate", args.backend, ctx)
+        (out / f"{slug}.recommendation.json").write_text(json.dumps(rec.to_dict(), indent=2))
+        (out / f"{slug}.prompt.txt").write_text(prompt.system + "\n\n---\n\n" + prompt.user)
+        own = [k for k in profile.kernels if k.own]
+        line = {
+            "workload": name,
+            "backend": args.backend,
+            "status": verdict["status"],
+            "runtime_ms": verdict.get("runtime_ms"),
+            "sol_fraction": verdict.get("sol_fraction"),
+            "device": profile.device,
+            "profile_seconds": round(secs, 1),
+            "kernel_rows": len(profile.kernels),
+            "own_kernels": [k.name for k in own][:3],
+            "ncu_kernels": len(profile.ncu),
+            "ncu": [
+                {
+                    k: getattr(n, k)
+                    for k in ("name", "dram_pct", "sm_pct", "occupancy_pct", "registers", "stalls")
+                    if hasattr(n, k)
+                }
+                for n in profile.ncu[:2]
+            ],
+            "notes": profile.notes,
+            "kind": rec.kind,
+            "params_hint": rec.params_hint,
+            "recommendation": rec.text,
+        }
+        summary.append(line)
+        print(json.dumps(line))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
