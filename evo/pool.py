@@ -1,7 +1,9 @@
 """The fitness workers of a run: one `FitnessService` actor per GPU, or one CPU worker.
 
-Proposals go to the least-loaded worker, one `evaluate_many` call per worker per batch; a
-worker that dies is replaced, and the driver gives its candidates a `runtime_error` verdict.
+Proposals go to the least-loaded worker in `evaluate_many` calls of at most `max_batch`
+requests (one by default: a call returns when all of its verdicts are in, so a batch of long
+evaluations would hold every verdict back until the last); a worker that dies is replaced,
+and the driver gives its candidates a `runtime_error` verdict.
 """
 
 from __future__ import annotations
@@ -17,12 +19,20 @@ class FitnessPool:
     """One FitnessService actor per GPU (or CPU workers on the interpreter), fed round-robin
     by outstanding load; a worker that dies is replaced and its candidates get a verdict."""
 
-    def __init__(self, run_id: str, device: str, workers: int | None = None, worker_cls=None):
+    def __init__(
+        self,
+        run_id: str,
+        device: str,
+        workers: int | None = None,
+        worker_cls=None,
+        max_batch: int | None = 1,
+    ):
         gpus = int(ray.cluster_resources().get("GPU", 0))
         self.gpu = gpus > 0 and device != "cpu"
         self.n = workers or (gpus if self.gpu else 1)
         self.run_id, self.device = run_id, device
         self.worker_cls = worker_cls  # another fitness actor class (the overhead benchmark's)
+        self.max_batch = max_batch  # None: one call per worker per batch
         self.workers = [self._start(k) for k in range(self.n)]
         self.load = [0] * self.n
 
@@ -42,10 +52,12 @@ class FitnessPool:
             k = min(range(self.n), key=lambda i: self.load[i])
             self.load[k] += 1
             share[k].append(pos)
+        step = self.max_batch or len(requests)
         return [
-            (self.workers[k].evaluate_many.remote([requests[p] for p in ps]), k,
-             self.workers[k], ps)
+            (self.workers[k].evaluate_many.remote([requests[p] for p in chunk]), k,
+             self.workers[k], chunk)
             for k, ps in share.items()
+            for chunk in (ps[i : i + step] for i in range(0, len(ps), step))
         ]  # fmt: skip
 
     def done(self, k: int, n: int = 1) -> None:

@@ -32,7 +32,9 @@ _MAX_KERNEL_ROWS = 30
 _STDERR_TAIL = 3000
 
 _TRITON_KERNEL = re.compile(r"@triton\.jit\b[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)")
-_CUDA_KERNEL = re.compile(r"__global__\s+(?:[\w:<>]+\s+)*?void\s+(\w+)")
+_CUDA_KERNEL = re.compile(
+    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:[\w:<>]+\s+)*?void\s+(\w+)"
+)
 
 
 class ProfileError(RuntimeError):

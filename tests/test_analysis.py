@@ -97,6 +97,16 @@ def test_occupancy_limited_by_registers_asks_for_smaller_tiles_and_fewer_warps()
     assert rec.params_hint == {"block": -1, "warps": -1}
 
 
+def test_a_gemm_that_keeps_its_sms_issuing_is_not_called_occupancy_limited():
+    """A real H100 profile (the matmul seed, 12% occupancy by design, warps waiting for an
+    issue slot): the advice is about compute, not about shrinking the tiles."""
+    profile = load("h100_matmul_seed")
+    (k,) = profile.ncu
+    assert k.occupancy_pct < 35 and k.top_stall()[0] == "not_selected"
+    rec = RuleAnalyst().recommend(profile)
+    assert rec.kind == "compute_bound" and rec.params_hint.get("block", 0) >= 0
+
+
 def test_occupancy_limited_by_shared_memory_asks_for_fewer_stages():
     profile = load("occupancy_limited")
     profile.ncu[0].registers = 64
@@ -225,6 +235,10 @@ def test_kernel_names_of_triton_and_cuda_sources(tiny_gelu):
     assert kernel_names(source) == ["_scaled_gelu_kernel"]
     cuda = 'src = """\n__global__ void row_sum_kernel(const float* x, float* y, int n) {}\n"""'
     assert kernel_names(cuda) == ["row_sum_kernel"]
+    bounded = "__global__ __launch_bounds__(THREADS) void softmax_rows_kernel(const float* x)"
+    assert kernel_names(bounded) == ["softmax_rows_kernel"]
+    templated = "template <int N>\n__global__ static void tile_kernel(float* y) {}"
+    assert kernel_names(templated) == ["tile_kernel"]
 
 
 # ---------------------------------------------------------------- capture

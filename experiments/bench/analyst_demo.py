@@ -69,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         source = candidate(name, args.backend)
         req = {"source": source, "workload": name, "backend": args.backend}
         verdict = svc.evaluate(req)
+        if verdict["status"] != "correct":  # only a correct kernel is worth profiling
+            print(f"{name}: {verdict['status']}: {verdict['reason'][:1500]}", file=sys.stderr)
+            summary.append(
+                {"workload": name, "status": verdict["status"], "reason": verdict["reason"]}
+            )
+            continue
         t0 = time.monotonic()
         got = svc.profile({**req, "result": verdict, "ncu": ncu})
         secs = time.monotonic() - t0

@@ -29,7 +29,7 @@ class NoopOperator:
 
     name = "noop"
 
-    def mutate(self, source: str, rng: random.Random) -> str:
+    def mutate(self, source: str, rng: random.Random, hint: dict | None = None) -> str:
         return f"{source}\n_NOOP_{rng.getrandbits(64):016x} = 0\n"
 
     def crossover(self, a: str, b: str, rng: random.Random) -> None:

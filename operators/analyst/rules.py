@@ -31,6 +31,9 @@ DRAM_SATURATED = 75.0
 SM_SATURATED = 80.0
 SMALL_GRID = 264  # two waves of programs on a 132-SM H100
 STALL_DOMINANT = 0.4
+# Stalls of warps that are ready but wait for the scheduler or a math pipe: the SM is busy
+# issuing, and low occupancy (a tiled GEMM's, by design) is not what limits it.
+ISSUE_BOUND_STALLS = ("not_selected", "math_pipe_throttle", "dispatch_stall")
 NOMINAL_DEVICE = "H100"  # whose ridge is used where the profile's device has no peaks
 
 
@@ -161,6 +164,9 @@ class RuleAnalyst:
         k = _dominant(p.ncu)
         if k is None or k.occupancy_pct is None or k.occupancy_pct >= OCCUPANCY_LOW:
             return None
+        stall = k.top_stall()
+        if stall and stall[0] in ISSUE_BOUND_STALLS:
+            return None  # warps are ready and wait for an issue slot: more would not help
         occ = f"achieved occupancy is {_pct(k.occupancy_pct)} in {k.name}"
         if k.registers is not None and k.registers >= REGISTERS_HIGH:
             return Recommendation(
