@@ -3,7 +3,7 @@
 Reads only Parquet part files (through pyarrow datasets and filesystems), never engine
 objects, so it works on a laptop without Ray or a GPU. A part file counts once its `.ok`
 marker exists (the lineage's commit); unmarked or unreadable part files are skipped with a
-`LineageWarning` warning. Part files of older schema versions read too: a column they lack
+`LineageWarning`. Part files of older schema versions read too: a column they lack
 reads as null, a column stored in an older type is cast to the current one.
 """
 
