@@ -50,6 +50,19 @@ class EvalRequest:
     shapes: list = field(default_factory=list)
 
 
+def default_extension_dir() -> str:
+    """Where CUDA candidates are built: `EVO_EXTENSION_DIR`, else a folder under the system's
+    temporary directory. Not under a home directory: a root judge builds and runs candidates as
+    an unprivileged user, who cannot enter /root."""
+    import tempfile
+
+    path = os.environ.get("EVO_EXTENSION_DIR") or os.path.join(
+        tempfile.gettempdir(), f"evokernels-extensions-{os.getuid()}"
+    )
+    os.makedirs(path, mode=0o755, exist_ok=True)
+    return path
+
+
 @dataclass
 class _ProfileJob:
     """A profile to capture, queued with the evaluations (its future rides as the `build`)."""
@@ -74,7 +87,7 @@ class FitnessService:
         # the CPU, where the interpreter's timings are never comparable.
         self.judge_process = self.device == "cuda" if judge_process is None else judge_process
         self._judges: ProcessPoolExecutor | None = None
-        self.extension_dir = extension_dir or os.path.join(default_cache_dir(), "extensions")
+        self.extension_dir = extension_dir or default_extension_dir()
         self.cache = JsonCache(default_cache_dir(), "verdicts") if cache else None
         self.cuda_arch = cuda_arch
         self._builds = ThreadPoolExecutor(max_workers=max(1, build_jobs))
