@@ -34,7 +34,8 @@ from evo.workset import run_workloads
 from fitness.errors import EvoError
 from fitness.judge import source_hash
 
-ADVICE_GRACE_S = 600.0  # how long a finished run waits for the analyses under way
+ADVICE_GRACE_S = 120.0  # how long a finished run waits for the analyses under way
+STALL_LIMIT = 8  # drafts in a row with nothing to judge before an island stops proposing
 
 
 class Engine:
@@ -263,6 +264,8 @@ class Engine:
         self.proposed: dict[str, int] = defaultdict(int)
         self.folded: dict[str, int] = defaultdict(int)  # verdicts folded per workload
         self.quota = self._quotas() if det else {}
+        self.streak: dict[str, int] = defaultdict(int)  # drafts in a row with nothing to judge
+        self.stalled: set[str] = set()
         for p in resubmit:
             if p["source"]:
                 self._submit(p["workload"], p)
@@ -431,7 +434,7 @@ class Engine:
     def _propose_many(self, w: str, wants: dict[str, int]) -> None:
         if self.stop_reason or w in self.spent_workloads:
             return
-        wants = {isl: n for isl, n in wants.items() if n > 0}
+        wants = {isl: n for isl, n in wants.items() if n > 0 and isl not in self.stalled}
         if not wants:
             return
         for prop in self._call(w, "propose_many", wants):
@@ -440,7 +443,7 @@ class Engine:
                 return
 
     def _propose(self, w: str, isl: str, n: int) -> None:
-        if self.stop_reason or w in self.spent_workloads:
+        if self.stop_reason or w in self.spent_workloads or isl in self.stalled:
             return
         quota = self.quota.get(isl)
         if quota is not None:
@@ -505,6 +508,7 @@ class Engine:
             if draft.ok:
                 fresh[w].append(prop)
                 continue
+            self._fruitless(prop["island"], draft.reason)
             self.progress.statuses["generation_failure"] += 1
             batch[w].append((prop, failed_verdict("generation_failure", draft.reason, prop)))
             if draft.reason.startswith("budget: "):  # the model may not be asked again
@@ -513,12 +517,23 @@ class Engine:
             dups = self._call(w, "seen_many", [(p["island"], p["source_hash"]) for p in props])
             for prop, dup in zip(props, dups, strict=True):
                 if dup:
+                    self._fruitless(prop["island"], "a duplicate of a candidate it holds")
                     batch[w].append((prop, None))
                     continue
+                self.streak[prop["island"]] = 0
                 self._drop(prop["island"], prop)  # in flight again once submitted
                 if not self._admit(w, prop):
                     break
         self._fold_batch(batch, det, k)  # failures and duplicates land like verdicts
+
+    def _fruitless(self, island: str, why: str) -> None:
+        """A draft that gives nothing to judge (a duplicate, a generation failure). Such drafts
+        cost no evaluation, so an island whose model keeps repeating itself (or never answers
+        with code) would ask again for ever: after STALL_LIMIT in a row it proposes no more."""
+        self.streak[island] += 1
+        if self.streak[island] >= STALL_LIMIT and island not in self.stalled:
+            self.stalled.add(island)
+            self._event("stalled", island, {"drafts": self.streak[island], "last": why[:300]})
 
     def _submit(self, w: str, prop: dict) -> None:
         req = {

@@ -289,3 +289,31 @@ def test_an_island_without_a_seed_starts_from_initial_and_ports_across_backends(
         assert parent in ids  # a correct kernel of the Triton island
         prompt = calls.prompt[port.llm_call_id]
         assert "_matmul_kernel" in prompt and "__global__" in prompt
+
+
+def test_an_island_whose_model_repeats_itself_stops_asking(ray_cluster, keys, tmp_path):
+    """Duplicates cost no evaluation: without a limit, a model that always gives the same
+    kernel (or no code) would be asked again for ever (seen on the H100 with a scripted
+    agent: 750 calls in 150 s)."""
+    from evo.engine import STALL_LIMIT
+
+    with LLMServer(default=variant(1)) as server:
+        cfg = load_config_dict(
+            base(
+                deterministic=False,
+                budgets={"max_evals": 50},
+                llm={"spec": "openai:m1", "base_url": server.openai_base_url},
+                operators={"mutate": 1.0, "crossover": 0, "repair": 0},
+                analyst={"enabled": False},
+            )
+        )
+        run = str(tmp_path / "run")
+        res = Engine(cfg, run, quiet=True).run()
+    rows = read_frame(run, "candidates")
+    calls = read_frame(run, "llm_calls")
+    events = read_frame(run, "events")
+    assert res["stop"] == "no island has anything left to propose"
+    assert list(rows.operator) == ["seed", "llm_mutate"]  # the one new kernel, judged once
+    (stall,) = [json.loads(d) for d in events[events.kind == "stalled"].detail]
+    assert stall["drafts"] == STALL_LIMIT and "duplicate" in stall["last"]
+    assert STALL_LIMIT + 1 <= len(calls) <= STALL_LIMIT + 1 + cfg.population.in_flight
