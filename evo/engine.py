@@ -119,11 +119,13 @@ class Engine:
         self.pool = FitnessPool(
             self.run_id, self.cfg.fitness.device, self.workers, worker_cls=self.worker_cls
         )
-        self._event(
-            "placement",
-            "",
-            {"workers": self.pool.n, "gpu": self.pool.gpu, "hosts": len(self.hosts)},
-        )
+        placement = {"workers": self.pool.n, "gpu": self.pool.gpu, "hosts": len(self.hosts)}
+        if self.worker_cls is None:  # where each fitness worker runs: host and GPU
+            infos = ray.get([w.info.remote() for w in self.pool.workers])
+            placement["fitness"] = [
+                {"host": i["host"], "gpus": i["cuda_visible_devices"]} for i in infos
+            ]
+        self._event("placement", "", placement)
         self.drafter = None
         if self.cfg.llm.active and self.operator is None:
             self.drafter = Drafter(self.cfg, self.rd.uri, self.run_id, self.budget)

@@ -157,8 +157,11 @@ class FitnessService:
         return fut.result()
 
     def info(self) -> dict:
+        import socket
+
         return {
             "device": self.device,
+            "host": socket.gethostname(),
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
             "pid": os.getpid(),
             "evaluated": self.evaluated,

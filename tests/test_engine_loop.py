@@ -148,6 +148,9 @@ def test_a_run_profiles_its_new_bests_and_stores_the_advice(ray_cluster, tmp_pat
     rows = read_frame(run, "candidates")
     seed = rows[rows.operator == "seed"].candidate_id.iloc[0]
     events = read_frame(run, "events")
+    (placement,) = [json.loads(d) for d in events[events.kind == "placement"].detail]
+    assert len(placement["fitness"]) == placement["workers"] == 1  # where the worker ran
+    assert placement["fitness"][0]["host"]
     done = [json.loads(d) for d in events[events.kind == "analysis"].detail]
     (got,) = [d for d in done if "recommendation" in d]
     assert got["candidate_id"] == seed

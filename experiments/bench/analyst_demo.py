@@ -1,6 +1,7 @@
 """The profiler-analysis path on a real device: judge, profile, recommend, prompt.
 
     python -m experiments.bench.analyst_demo [--out DIR] [--workloads builtin:softmax ...]
+    python -m experiments.bench.analyst_demo --from-run RUN_DIR [--candidate ID]
 
 For each workload's candidate (the builtin Triton seed, or a CUDA kernel from
 tests/gpu_candidates with --backend cuda): the fitness service judges it, then profiles it
@@ -8,11 +9,16 @@ tests/gpu_candidates with --backend cuda): the fitness service judges it, then p
 metrics), the rule analyst reads the profile, and the mutate prompt that the recommendation
 steers is rendered. Writes, per candidate, the profile JSON, the recommendation and the prompt
 under --out, and prints a summary line each (RESULTS.md quotes them).
+
+With --from-run, nothing runs: the recommendation a run's analyst made (its `analysis`
+event; the last one, or --candidate's) is shown with the profile it read and the mutate
+prompt it steers, rendered from the run's own records.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -52,13 +58,63 @@ def device_facts(profile: Profile) -> DeviceFacts | None:
     )
 
 
+def from_run(run_dir: str, candidate: str | None = None) -> str:
+    """The recorded profile, recommendation and mutate prompt of one analysed candidate."""
+    from evo.lineage import read_frame
+    from evo.rundir import RunDir
+
+    events = read_frame(run_dir, "events")
+    done = [json.loads(d) for d in events[events.kind == "analysis"].detail]
+    done = [d for d in done if "recommendation" in d]
+    if candidate:
+        done = [d for d in done if d["candidate_id"] == candidate]
+    if not done:
+        raise SystemExit(
+            f"{run_dir}: no recorded recommendation" + (f" for {candidate}" if candidate else "")
+        )
+    event = done[-1]
+    rows = read_frame(run_dir, "candidates")
+    row = rows[rows.candidate_id == event["candidate_id"]].iloc[0].to_dict()
+    profile = Profile.from_json(RunDir(run_dir).read_text(event["profile"]))
+    rec = event["recommendation"]
+    ctx = PromptContext(
+        reference=resolve_workload(row["workload"]).source,
+        workload=row["workload"],
+        step=int(row["step"]) + 1,
+        parent=CodeSample(row["source"], row, f"step {row['step']}"),
+        recommendation=rec["text"],
+        edit_format="diff",
+    )
+    prompt = render("mutate", row["backend"], ctx)
+    (k, *_) = profile.ncu or [None]
+    ncu = (
+        ""
+        if k is None
+        else (
+            f"ncu: {k.name}: DRAM {k.dram_pct}% SM {k.sm_pct}% occupancy {k.occupancy_pct}% "
+            f"registers {k.registers} smem {k.smem_bytes} stalls {k.stalls}\n"
+        )
+    )
+    return (
+        f"candidate: {event['candidate_id']} on {profile.device}\n"
+        f"roofline: {json.dumps(dataclasses.asdict(profile.roofline))}\n{ncu}"
+        f"recommendation ({rec['kind']}, hint {rec['params_hint']}): {rec['text']}\n\n"
+        f"--- mutate prompt (user part) ---\n{prompt.user}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="analyst_demo")
     ap.add_argument("--workloads", nargs="+", default=list(DEFAULT))
     ap.add_argument("--backend", default="triton", choices=("triton", "cuda"))
     ap.add_argument("--ncu", choices=("auto", "on", "off"), default="auto")
+    ap.add_argument("--from-run", help="show a recorded recommendation and its prompt instead")
+    ap.add_argument("--candidate", help="with --from-run: the candidate id (default: the last)")
     args = ap.parse_args(argv)
+    if args.from_run:
+        print(from_run(args.from_run, args.candidate))
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ncu = {"auto": None, "on": True, "off": False}[args.ncu]
