@@ -31,14 +31,43 @@ class Advisor:
         self.actor = analyst_actor_class().remote()
         self.count: dict[str, int] = defaultdict(int)
         self.busy: set[str] = set()  # islands with a profile or recommendation under way
-        self.jobs: dict = {}  # ObjectRef or Future -> (stage, workload, island, id, path)
+        self.jobs: dict = {}  # ObjectRef or Future -> (stage, workload, island, id, path, hash)
+        # One analysis per source: the same kernel (every island's seed) is profiled once.
+        self.known: dict[str, tuple[dict, str]] = {}  # source hash -> (advice, profile path)
+        self.waiting: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+        self.ready: list[tuple[str, str, str, dict]] = []
+
+    def restore(self, events: list[dict]) -> list[tuple[str, str, dict]]:
+        """The advice a resumed run already had (its `analysis` events): the per-island counts
+        are rebuilt, and (island, candidate_id, recommendation) returned for the hosts."""
+        out = []
+        for d in events:
+            if "candidate_id" not in d or "island" not in d:
+                continue
+            if not d.get("reused"):
+                self.count[d["island"]] += 1
+            if "recommendation" in d:
+                out.append((d["island"], d["candidate_id"], d["recommendation"]))
+                if d.get("source_hash"):
+                    self.known[d["source_hash"]] = (d["recommendation"], d.get("profile", ""))
+        return out
 
     def submit(self, w: str, island: str, prop: dict, verdict: dict) -> None:
-        """Profile `prop` (a new best of `island`) unless its island has had its share."""
+        """Profile `prop` (a new best of `island`) unless its island has had its share; a
+        source already analysed (or under way) gets that analysis."""
+        digest = prop.get("source_hash", "")
+        if digest in self.known:
+            rec, path = self.known[digest]
+            self._done(w, island, prop["candidate_id"], rec, path, digest, reused=True)
+            return
+        if digest in self.waiting:
+            self.waiting[digest].append((w, island, prop["candidate_id"]))
+            return
         if island in self.busy or self.count[island] >= self.cfg.analyst.max_per_island:
             return
         self.count[island] += 1
         self.busy.add(island)
+        self.waiting[digest] = []
         req = {
             "source": prop["source"],
             "workload": w,
@@ -50,26 +79,25 @@ class Advisor:
         }
         k = min(range(self.pool.n), key=lambda i: self.pool.load[i])
         ref = self.pool.workers[k].profile.remote(req)
-        self.jobs[ref] = ("profile", w, island, prop["candidate_id"], "")
+        self.jobs[ref] = ("profile", w, island, prop["candidate_id"], "", digest)
 
     def poll(self) -> list[tuple[str, str, str, dict]]:
         """Recommendations that are ready: (workload, island, candidate_id, recommendation)."""
-        out = []
         for job in list(self.jobs):
             if isinstance(job, ray.ObjectRef):
                 if not ray.wait([job], timeout=0)[0]:
                     continue
             elif not job.done():
                 continue
-            stage, w, island, cid, path = self.jobs.pop(job)
+            stage, w, island, cid, path, digest = self.jobs.pop(job)
             try:
                 value = ray.get(job) if isinstance(job, ray.ObjectRef) else job.result()
             except Exception as e:  # noqa: BLE001 - a failed analysis is an event, not a stop
-                self._failed(island, cid, stage, f"{type(e).__name__}: {e}")
+                self._failed(island, cid, stage, f"{type(e).__name__}: {e}", digest)
                 continue
             if stage == "profile":
                 if value["profile"] is None:
-                    self._failed(island, cid, stage, value["error"])
+                    self._failed(island, cid, stage, value["error"], digest)
                     continue
                 path = f"artifacts/profiles/{safe_id(cid)}.json"
                 self.rd.write_text(path, value["profile"])
@@ -78,18 +106,29 @@ class Advisor:
                     if self.drafter
                     else self.actor.recommend.remote(value["profile"])
                 )
-                self.jobs[nxt] = ("recommend", w, island, cid, path)
+                self.jobs[nxt] = ("recommend", w, island, cid, path, digest)
                 continue
             self.busy.discard(island)
-            self.event(
-                "analysis", island, {"candidate_id": cid, "profile": path, "recommendation": value}
-            )
-            out.append((w, island, cid, value))
+            self.known[digest] = (value, path)
+            self._done(w, island, cid, value, path, digest)
+            for other in self.waiting.pop(digest, []):
+                self._done(*other, value, path, digest, reused=True)
+        out, self.ready = self.ready, []
         return out
 
-    def _failed(self, island: str, cid: str, stage: str, error: str) -> None:
+    def _done(self, w, island, cid, rec, path, digest, reused=False) -> None:
+        detail = {"candidate_id": cid, "island": island, "source_hash": digest,
+                  "profile": path, "recommendation": rec}  # fmt: skip
+        if reused:
+            detail["reused"] = True
+        self.event("analysis", island, detail)
+        self.ready.append((w, island, cid, rec))
+
+    def _failed(self, island: str, cid: str, stage: str, error: str, digest: str) -> None:
         self.busy.discard(island)
-        self.event("analysis", island, {"candidate_id": cid, "stage": stage, "error": error[-800:]})
+        self.waiting.pop(digest, None)
+        detail = {"candidate_id": cid, "island": island, "stage": stage, "error": error[-800:]}
+        self.event("analysis", island, detail)
 
     def close(self) -> None:
         try:

@@ -692,6 +692,32 @@ def load_config_text(text: str, source: str, overrides: dict | None = None) -> R
         raise _with_source(e, "override" if from_override else source) from None
 
 
+def with_absolute_paths(cfg: RunConfig) -> RunConfig:
+    """`cfg` with its file paths (workload files, the KernelBench root, prompt templates, aux
+    code and template folders) made absolute, as a run directory's config.yaml keeps them: a
+    resume may start from another directory."""
+
+    def ab(path: str) -> str:
+        return str(Path(path).resolve())
+
+    workloads = tuple(
+        ab(w) if not w.startswith(("builtin:", "kernelbench:")) else w for w in cfg.workloads
+    )
+    kb = cfg.kernelbench
+    if kb is not None and kb.root:
+        kb = dataclasses.replace(kb, root=ab(kb.root))
+    prompts = tuple(
+        dataclasses.replace(
+            p,
+            replace={k: ab(v) for k, v in p.replace.items()},
+            aux_code={k: tuple(ab(x) for x in v) for k, v in p.aux_code.items()},
+            dirs=tuple(ab(d) for d in p.dirs),
+        )
+        for p in cfg.prompts
+    )
+    return dataclasses.replace(cfg, workloads=workloads, kernelbench=kb, prompts=prompts)
+
+
 def config_yaml(cfg: RunConfig) -> str:
     """`cfg` as YAML (the resolved config, as run); `load_config_text` reads it back equal."""
     text = yaml.safe_dump(cfg.to_dict(), sort_keys=False, default_flow_style=None)

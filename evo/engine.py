@@ -23,7 +23,7 @@ import ray
 from evo.advice import Advisor
 from evo.budget import Budget, BudgetExceeded
 from evo.candidate import failed_verdict, verdict_from_row
-from evo.config import RunConfig, config_yaml, load_config_text
+from evo.config import RunConfig, config_yaml, load_config_text, with_absolute_paths
 from evo.drafting import Drafter
 from evo.island import IslandHost
 from evo.lineage import LineageWriter, read_table
@@ -83,7 +83,7 @@ class Engine:
         if not self.resume:
             if self.rd.exists("candidates"):
                 raise EvoError(f"{self.rd.uri} already holds a run; use `evo resume` on it")
-            self.rd.write_text("config.yaml", config_yaml(self.cfg))
+            self.rd.write_text("config.yaml", config_yaml(with_absolute_paths(self.cfg)))
         b = self.cfg.budgets
         self.budget = Budget(
             max_evals=b.max_evals,
@@ -140,6 +140,8 @@ class Engine:
             else:
                 self.advisor = Advisor(self.cfg, self.rd, self.pool, self._event, self.drafter)
         resubmit = self._restore(ckpt, from_run)
+        if self.advisor and self.resume:
+            self._restore_advice()
         self._install_signals()
         try:
             self._loop(resubmit)
@@ -316,7 +318,8 @@ class Engine:
         batch: dict[str, list] = defaultdict(list)
         for ref in refs:
             items, (worker, handle) = self.pending.pop(ref)
-            self.pool.done(worker, len(items))
+            if self.pool.workers[worker] is handle:  # a replaced worker's load starts afresh
+                self.pool.done(worker, len(items))
             try:
                 verdicts = ray.get(ref)
             except ray.exceptions.RayError as e:
@@ -362,6 +365,23 @@ class Engine:
                 self._drop(prop["island"], prop)
             wants = {isl: k - len(self.in_flight[isl]) for isl in {p["island"] for p, _ in items}}
             self._propose_many(w, wants)
+
+    def _restore_advice(self) -> None:
+        """A resumed run keeps the advice it had (the `analysis` events are the record: a
+        recommendation may have come after the last checkpoint) and its profiles' counts."""
+        if not self.rd.exists("events"):
+            return
+        cols = ["kind", "island", "detail"]
+        events = read_table(self.rd.uri, "events", columns=cols).to_pylist()
+        done = [
+            {**json.loads(e["detail"]), "island": e["island"]}
+            for e in events
+            if e["kind"] == "analysis" and e["island"]
+        ]
+        by_island = {isl: w for w, isls in self.islands.items() for isl in isls}
+        for island, cid, rec in self.advisor.restore(done):
+            if island in by_island:
+                self._call(by_island[island], "set_recommendation", island, cid, rec)
 
     def _drain_advice(self, live) -> None:
         """Analyses under way when the run ends are waited for (their recommendations go into
@@ -510,7 +530,8 @@ class Engine:
             if draft.ok:
                 fresh[w].append(prop)
                 continue
-            self._fruitless(prop["island"], draft.reason)
+            if draft.reason.startswith("reply unusable"):  # not a provider outage
+                self._fruitless(prop["island"], draft.reason)
             self.progress.statuses["generation_failure"] += 1
             batch[w].append((prop, failed_verdict("generation_failure", draft.reason, prop)))
             if draft.reason.startswith("budget: "):  # the model may not be asked again
@@ -529,9 +550,13 @@ class Engine:
         self._fold_batch(batch, det, k)  # failures and duplicates land like verdicts
 
     def _fruitless(self, island: str, why: str) -> None:
-        """A draft that gives nothing to judge (a duplicate, a generation failure). Such drafts
-        cost no evaluation, so an island whose model keeps repeating itself (or never answers
-        with code) would ask again for ever: after STALL_LIMIT in a row it proposes no more."""
+        """A draft that gives nothing to judge (a duplicate, a reply without usable code). Such
+        drafts cost no evaluation, so an island whose model keeps repeating itself (or never
+        answers with code) would ask again for ever: after STALL_LIMIT in a row it proposes no
+        more. A failed call (an outage) does not count; nor does anything in deterministic
+        mode, where each island's proposals are bounded by its quota."""
+        if self.cfg.deterministic:  # bounded by the islands' quotas, and kept in step order
+            return
         self.streak[island] += 1
         if self.streak[island] >= STALL_LIMIT and island not in self.stalled:
             self.stalled.add(island)

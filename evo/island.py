@@ -285,6 +285,10 @@ class IslandHost:
         """Rows recorded after the last checkpoint, folded back in (resume); nothing written."""
         for row in sorted(rows, key=lambda r: (r["island"], r["step"])):
             if row["island"] in self.pops:
+                if row.get("operator") == "llm_repair":  # that failure has had its repair
+                    for m in self.pops[row["island"]].failures:
+                        if m.candidate_id in (row.get("parent_ids") or ()):
+                            m.children = max(m.children, 1)
                 self._fold(row["island"], row)
                 self.next_step[row["island"]] = max(
                     self.next_step[row["island"]], int(row["step"]) + 1
@@ -315,7 +319,7 @@ class IslandHost:
             # What other backends' islands may port, fixed until the next migration (so a
             # deterministic run translates the same kernels whichever island folds first).
             self.exported = {
-                n: self.pops[n].best(1)[0] for n in self.islands if self.pops[n].best(1)
+                n: _ported(self.pops[n].best(1)[0]) for n in self.islands if self.pops[n].best(1)
             }
         moved = []
         if topology == "none" or rate == 0:
@@ -454,6 +458,16 @@ def _sample(m: Member) -> dict:
     """A member as a prompt shows it: its code and its verdict."""
     summary = {k: v for k, v in m.summary.items() if k != "params_hint"}
     return {"source": m.source, "status": m.status, **summary, "label": f"step {m.step}"}
+
+
+def _ported(m: Member) -> Member:
+    """A copy of a member for another backend's islands to port: its own backend's advice
+    (and tuning hint) stays behind."""
+    copy = Member.from_dict(m.to_dict())
+    copy.summary = {
+        k: v for k, v in copy.summary.items() if k not in ("recommendation", "params_hint")
+    }
+    return copy
 
 
 def _draw(weights: dict[str, float], rng: random.Random) -> str:

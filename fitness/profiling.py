@@ -66,6 +66,7 @@ def capture_profile(
     ncu_launches: int = 8,
     timeout_s: float = 300.0,
     env: dict | None = None,
+    run_as: str = "",
 ) -> Profile:
     """Profile `source` (a candidate file's text) on `workload` in a subprocess.
 
@@ -74,8 +75,11 @@ def capture_profile(
     the child counts the reference Model's flops and times the calls itself. `ncu`: True
     requires Nsight Compute, None uses it where it is on PATH and the device is CUDA.
     `env` is added to the child's environment (e.g. the CUDA build directory the judge
-    used, so a CUDA candidate is not built again). Raises ProfileError when the candidate
-    crashes or times out.
+    used, so a CUDA candidate is not built again). `run_as`: a root caller runs the candidate
+    as this user, with no network, as the judge does (ncu's counters may then need the
+    driver's profiling permission for that user: without it the profile carries a note and
+    no ncu metrics). The child's environment holds no secrets either way. Raises
+    ProfileError when the candidate crashes or times out.
     """
     if isinstance(workload, str):
         workload = resolve_workload(workload)
@@ -96,6 +100,7 @@ def capture_profile(
             "mode": "torch",
         }
         job["env"] = dict(env or {})
+        job["run_as"] = run_as
         _run_child(job, tmp, timeout_s, prefix=[])
         raw = json.loads(Path(job["out_path"]).read_text())
         profile = _profile_from_child(raw, workload.name, own, result, precision)
@@ -179,7 +184,10 @@ def _run_child(job: dict, tmp: str, timeout_s: float, prefix: list[str]) -> str:
     """Run the child (under `prefix`, e.g. ncu); returns its stderr, raises ProfileError."""
     job_path = Path(tmp) / f"job_{job['mode']}.json"
     job_path.write_text(json.dumps(job))
-    env = {**os.environ, **job.get("env", {})}
+    from fitness.isolation import ENV_KEEP
+
+    env = {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith("NV")}
+    env.update(job.get("env", {}), HOME=tmp, TMPDIR=tmp, TRITON_CACHE_DIR=f"{tmp}/triton")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
     cmd = prefix + [sys.executable, "-m", "fitness.profiling", str(job_path)]
     proc = subprocess.Popen(
@@ -227,6 +235,8 @@ def _child_main(job_path: str) -> None:
     from fitness.workloads import import_workload_module
 
     job = json.loads(Path(job_path).read_text())
+    _warm(job["device"])  # what the sandbox user may not be able to import (a home-dir Python)
+    _sandbox(job, Path(job_path).parent)
     device = job["device"]
     mod = import_workload_module(Path(job["workload_path"]), job["overrides"])
     spec = importlib.util.spec_from_file_location("candidate_module", job["candidate_path"])
@@ -283,6 +293,57 @@ def _child_main(job_path: str) -> None:
         interpreted=os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"),
     )
     Path(job["out_path"]).write_text(json.dumps(out))
+
+
+def _warm(device: str) -> None:
+    """Import (and, on the CPU, run once) what the profile needs before the child drops its
+    privileges, as the judge's fork server does: the interpreter's own library may sit where
+    the sandbox user cannot read it."""
+    import sysconfig  # noqa: F401 - triton and torch import it lazily
+
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except ImportError:
+        pass
+    a = torch.ones(4, 4)
+    with FlopCounterMode(display=False):
+        torch.mm(a, a)
+    if device != "cuda":  # on a GPU the profiler's start initialises CUPTI: left to the run
+        import warnings
+
+        from torch.profiler import ProfilerActivity, profile
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                torch.mm(a, a)
+            prof.key_averages()
+
+
+def _sandbox(job: dict, tmp: Path) -> None:
+    """As root, before any candidate code: no network, then become `run_as` (the judge's
+    sandbox user), owning only the profile's own folder (and the CUDA build it reads)."""
+    if not job.get("run_as") or os.geteuid() != 0:
+        return
+    import pwd
+
+    from fitness.isolation import _chown_tree, _unshare_network
+
+    try:
+        user = pwd.getpwnam(job["run_as"])
+    except KeyError:
+        return
+    _unshare_network()
+    for root in (str(tmp), job.get("env", {}).get("TORCH_EXTENSIONS_DIR", "")):
+        if root and os.path.isdir(root):
+            _chown_tree(root, user.pw_uid, user.pw_gid)
+    os.setgroups([])
+    os.setgid(user.pw_gid)
+    os.setuid(user.pw_uid)
 
 
 def _kernel_table(events: Any, device: str) -> list[dict]:

@@ -192,7 +192,11 @@ class FitnessService:
         while True:
             req, build = self._queue.get()
             if isinstance(req, _ProfileJob):
-                build.set_result(self._profile(req.request))
+                try:
+                    got = self._profile(req.request)
+                except Exception as e:  # noqa: BLE001 - the GPU loop must outlive any request
+                    got = {"profile": None, "error": f"profiling fault: {e!r}"}
+                build.set_result(got)
                 continue
             try:
                 res = self._judge_shapes(req, build)
@@ -318,6 +322,7 @@ class FitnessService:
                 result=EvalResult.from_dict(request["result"]) if request.get("result") else None,
                 precision=req.precision,
                 env=env,
+                run_as=EvalOptions.sandbox_user,  # as the judge runs candidates
             )
         except (ProfileError, EvoError) as e:
             return {"profile": None, "error": str(e)}

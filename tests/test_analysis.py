@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -254,6 +255,46 @@ def test_capture_on_the_cpu_returns_the_op_table_and_roofline(tiny_gelu):
     assert profile.roofline.runtime_ms > 0
     assert profile.ncu == []
     assert RuleAnalyst().recommend(profile).kind == "memory_bound"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to the sandbox user needs root")
+def test_a_root_caller_profiles_the_candidate_as_the_sandbox_user_offline(tiny_gelu):
+    """The profiled candidate is untrusted code: as in the judge, it runs as `nobody`, with
+    no network and no secrets in its environment."""
+    import pwd
+    import socket
+
+    workload, source = tiny_gelu
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    import shutil
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="evo-probe-"))  # pytest's own tmp is root's alone
+    shared.chmod(0o777)
+    probe = shared / "probe.json"
+    spy = (
+        "import json, os, socket\n"
+        "try:\n"
+        "    s = socket.socket()\n"
+        "    s.settimeout(2)\n"
+        f"    s.connect((b'127.0.0.1', {server.getsockname()[1]}))\n"
+        "    net = True\n"
+        "except OSError:\n"
+        "    net = False\n"
+        f"open({str(probe)!r}, 'w').write(json.dumps({{'uid': os.getuid(), 'net': net, "
+        "'secret': os.environ.get('EVO_TEST_SECRET')}))\n"
+    )
+    os.environ["EVO_TEST_SECRET"] = "do-not-leak"
+    try:
+        capture_profile(spy + source, workload, "cpu", timeout_s=120, run_as="nobody")
+    finally:
+        del os.environ["EVO_TEST_SECRET"]
+        server.close()
+    seen = json.loads(probe.read_text())
+    shutil.rmtree(shared, ignore_errors=True)
+    assert seen == {"uid": pwd.getpwnam("nobody").pw_uid, "net": False, "secret": None}
 
 
 def test_a_crashing_candidate_is_one_clear_error(tiny_gelu):

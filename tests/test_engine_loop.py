@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pyarrow import fs as pafs
 
 from evo.config import load_config_dict
 from evo.engine import Engine
@@ -136,9 +137,12 @@ def test_a_recommendation_steers_its_lineage_offline_and_in_the_llm_prompt(tmp_p
 
 
 def test_a_run_profiles_its_new_bests_and_stores_the_advice(ray_cluster, tmp_path):
+    """Each island's seed is its first new best; the two seeds are the same kernel, which is
+    profiled once and advised on for both."""
     cfg = load_config_dict(
         base(
             deterministic=False,
+            population={"islands": 2, "in_flight": 1, "cap": 8, "elites": 1},
             fitness={"device": "cpu", "samples": 3},
             analyst={"max_per_island": 1},
         )
@@ -146,23 +150,28 @@ def test_a_run_profiles_its_new_bests_and_stores_the_advice(ray_cluster, tmp_pat
     run = str(tmp_path / "run")
     Engine(cfg, run, quiet=True).run()
     rows = read_frame(run, "candidates")
-    seed = rows[rows.operator == "seed"].candidate_id.iloc[0]
+    seeds = set(rows[rows.operator == "seed"].candidate_id)
     events = read_frame(run, "events")
     (placement,) = [json.loads(d) for d in events[events.kind == "placement"].detail]
     assert len(placement["fitness"]) == placement["workers"] == 1  # where the worker ran
     assert placement["fitness"][0]["host"]
     done = [json.loads(d) for d in events[events.kind == "analysis"].detail]
-    (got,) = [d for d in done if "recommendation" in d]
-    assert got["candidate_id"] == seed
-    assert got["profile"] == f"artifacts/profiles/{safe_id(seed)}.json"
-    profile = Profile.from_json(RunDir(run).read_text(got["profile"]))
+    advised = [d for d in done if "recommendation" in d]
+    assert {d["candidate_id"] for d in advised} == seeds and len(advised) == 2
+    (first,) = [d for d in advised if not d.get("reused")]
+    assert first["profile"] == f"artifacts/profiles/{safe_id(first['candidate_id'])}.json"
+    rd = RunDir(run)
+    stored = rd.fs.get_file_info(pafs.FileSelector(rd.path("artifacts", "profiles")))
+    assert len(stored) == 1  # one profile for the one kernel
+    profile = Profile.from_json(RunDir(run).read_text(first["profile"]))
     assert profile.workload == "builtin:matmul" and profile.kernels
-    assert got["recommendation"]["text"] and got["recommendation"]["kind"]
-    # The advice is part of the island's state from then on.
-    ckpt = RunDir(run).latest_checkpoint()
-    members = ckpt["hosts"]["builtin:matmul"]["pops"]["builtin:matmul|triton|0"]["members"]
-    (m,) = [m for m in members if m["candidate_id"] == seed]
-    assert m["summary"]["recommendation"] == got["recommendation"]["text"]
+    rec = first["recommendation"]
+    assert rec["text"] and rec["kind"] and all(d["recommendation"] == rec for d in advised)
+    # The advice is part of each island's state from then on.
+    pops = RunDir(run).latest_checkpoint()["hosts"]["builtin:matmul"]["pops"]
+    for seed in seeds:
+        (m,) = [m for p in pops.values() for m in p["members"] if m["candidate_id"] == seed]
+        assert m["summary"]["recommendation"] == rec["text"]
 
 
 def test_deterministic_mode_turns_the_analyst_off_and_says_so(ray_cluster, tmp_path):
@@ -320,3 +329,37 @@ def test_an_island_whose_model_repeats_itself_stops_asking(ray_cluster, keys, tm
     (stall,) = [json.loads(d) for d in events[events.kind == "stalled"].detail]
     assert stall["drafts"] == STALL_LIMIT and "duplicate" in stall["last"]
     assert STALL_LIMIT + 1 <= len(calls) <= STALL_LIMIT + 1 + cfg.population.in_flight
+
+
+def test_a_resumed_island_does_not_repair_a_failure_twice(tmp_path):
+    """The repairs a failure has had are rebuilt from the lineage on resume, not only from
+    the checkpoint (which may predate them)."""
+    cfg = load_config_dict(
+        base(
+            llm={"spec": "command:true"},
+            operators={"mutate": 1.0, "crossover": 0, "repair": 100.0, "repair_attempts": 3},
+        )
+    ).to_dict()
+    cfg["fitness"]["device"] = "cpu"
+    failed = {"status": "runtime_error", "reason": "boom", "metrics": {}}
+    a = IslandHost("r1", str(tmp_path / "a"), "builtin:matmul", {"triton": SEED}, cfg)
+    island = a.islands[0]
+    (seed,) = a.propose(island, 1)
+    a.integrate([(seed, failed)])
+    checkpoint = a.get_state()
+    (repair,) = a.propose(island, 1)
+    assert repair["operator"] == "llm_repair" and repair["parent_ids"] == [seed["candidate_id"]]
+    repair.update(source=SEED + "\n_R = 1\n", source_hash="r1hash")
+    a.integrate([(repair, failed)])
+    a.flush()
+    rows = read_frame(str(tmp_path / "a"), "candidates")
+    later = [r for r in rows.to_dict("records") if r["candidate_id"] == repair["candidate_id"]]
+
+    b = IslandHost("r1", str(tmp_path / "b"), "builtin:matmul", {"triton": SEED}, cfg)
+    b.set_state(checkpoint)
+    b.fold_rows(later)
+    (again,) = b.propose(island, 1)
+    assert again["operator"] == "llm_repair"
+    assert again["parent_ids"] == [repair["candidate_id"]]  # not the seed's failure again
+    a.close()
+    b.close()
