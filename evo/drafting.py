@@ -66,9 +66,10 @@ class Drafter:
 
     def submit(self, workload: str, prop: dict) -> None:
         ctx = self._context(workload, prop)
-        # The model draws from the proposal's own generator: a deterministic run asks the
-        # same model for the same child, whichever call finishes first.
-        rng = random.Random(f"{self.seed}/{prop['candidate_id']}")
+        # The model draws from the proposal's own generator (its island and step, not its id,
+        # which holds the run's): a deterministic run, and its replay, ask the same model for
+        # the same child, whichever call finishes first.
+        rng = random.Random(f"{self.seed}/{prop['island']}/{prop['step']}")
         kind = prop["extra"]["request"]["kind"]
         fut = self._pool.submit(self.operator.propose, kind, prop["backend"], ctx, rng)
         self._futures.append((workload, prop, fut))

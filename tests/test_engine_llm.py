@@ -106,7 +106,8 @@ def test_a_request_whose_prompt_cannot_be_built_is_a_generation_failure(tmp_path
     d = Drafter(cfg, str(tmp_path), "r", Budget())
     bad = {"kind": "repair", "parents": [{"source": SEED, "status": "mismatch", "label": "s"}],
            "inspirations": []}  # fmt: skip
-    prop = {"candidate_id": "r/x/1", "step": 1, "backend": "triton", "extra": {"request": bad}}
+    prop = {"candidate_id": "r/x/1", "island": "builtin:matmul|triton|0", "step": 1,
+            "backend": "triton", "extra": {"request": bad}}  # fmt: skip
     d.submit("builtin:matmul", prop)
     while d.busy:
         (got,) = d.done() or [None]

@@ -156,17 +156,19 @@ def test_a_run_profiles_its_new_bests_and_stores_the_advice(ray_cluster, tmp_pat
     assert len(placement["fitness"]) == placement["workers"] == 1  # where the worker ran
     assert placement["fitness"][0]["host"]
     done = [json.loads(d) for d in events[events.kind == "analysis"].detail]
+    # (A child that times faster than its seed is a new best too, and may be profiled.)
     advised = [d for d in done if "recommendation" in d]
-    assert {d["candidate_id"] for d in advised} == seeds and len(advised) == 2
-    (first,) = [d for d in advised if not d.get("reused")]
+    on_seeds = [d for d in advised if d["candidate_id"] in seeds]
+    assert {d["candidate_id"] for d in on_seeds} == seeds and len(on_seeds) == 2
+    (first,) = [d for d in on_seeds if not d.get("reused")]  # one profile for the one kernel
     assert first["profile"] == f"artifacts/profiles/{safe_id(first['candidate_id'])}.json"
     rd = RunDir(run)
     stored = rd.fs.get_file_info(pafs.FileSelector(rd.path("artifacts", "profiles")))
-    assert len(stored) == 1  # one profile for the one kernel
+    assert len(stored) == len([d for d in advised if not d.get("reused")])
     profile = Profile.from_json(RunDir(run).read_text(first["profile"]))
     assert profile.workload == "builtin:matmul" and profile.kernels
     rec = first["recommendation"]
-    assert rec["text"] and rec["kind"] and all(d["recommendation"] == rec for d in advised)
+    assert rec["text"] and rec["kind"] and all(d["recommendation"] == rec for d in on_seeds)
     # The advice is part of each island's state from then on.
     pops = RunDir(run).latest_checkpoint()["hosts"]["builtin:matmul"]["pops"]
     for seed in seeds:
