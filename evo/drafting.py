@@ -24,7 +24,7 @@ from evo.lineage import LineageWriter, recorded_llm_calls
 from fitness.workloads import resolve_workload
 from operators.llm import LLMClient, ModelEntry, make_provider
 from operators.llm_operator import Draft, LLMOperator
-from operators.prompting import CodeSample, PromptContext, PromptOverrides
+from operators.prompting import CodeSample, PromptContext, PromptOverrides, load_aux_code
 
 
 class Drafter:
@@ -137,32 +137,10 @@ def prompt_overrides(cfg: RunConfig) -> list[PromptOverrides]:
     """The config's `prompts` sets as operators.prompting overrides (aux code read now)."""
     out = []
     for p in cfg.prompts:
-        aux = {
-            op: [item for path in paths for item in read_aux(path)]
-            for op, paths in p.aux_code.items()
-        }
+        aux = {op: load_aux_code(paths) for op, paths in p.aux_code.items()}
         steps = range(p.steps[0], p.steps[1] + 1) if p.steps else None
         replace = {op: Path(path) for op, path in p.replace.items()}
         out.append(PromptOverrides(replace, dict(p.append), aux, steps, tuple(p.dirs)))
-    return out
-
-
-AUX_SUFFIXES = (".py", ".cu", ".cuh", ".h", ".hpp", ".cpp", ".txt", ".md")
-AUX_MAX_BYTES = 64 * 1024
-
-
-def read_aux(path: str) -> list[tuple[str, str]]:
-    """(path, text) of a file, or of a folder's code files (sorted; each at most 64 KiB)."""
-    p = Path(path)
-    files = (
-        sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in AUX_SUFFIXES)
-        if p.is_dir()
-        else [p]
-    )
-    out = []
-    for f in files:
-        data = f.read_bytes()[:AUX_MAX_BYTES]
-        out.append((str(f), data.decode("utf-8", errors="replace")))
     return out
 
 

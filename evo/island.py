@@ -185,7 +185,8 @@ class IslandHost:
                 strategy.on_child(p)
         ids = {p.candidate_id for p in parents}
         others = [m for m in pop.best(3) if m.candidate_id not in ids][:2]
-        rest = [m for m in pop.members if m.candidate_id not in ids and m not in others]
+        taken = ids | {m.candidate_id for m in others}
+        rest = [m for m in pop.members if m.candidate_id not in taken]
         if rest:  # and one from elsewhere in the island, for diversity
             others.append(rng.choice(rest))
         prop = self._proposal(

@@ -28,7 +28,7 @@ from fitness.profile import Profile
 from fitness.worker import FitnessService
 from fitness.workloads import resolve_workload
 from operators.analyst import RuleAnalyst
-from operators.prompting import CodeSample, DeviceFacts, PromptContext, render
+from operators.prompting import CodeSample, PromptContext, render
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT = ("builtin:softmax", "builtin:matmul")
@@ -42,20 +42,6 @@ def candidate(workload: str, backend: str) -> str:
         return w.seed_path.read_text()
     name = workload.replace(":", "_") + "__cuda.py"
     return (REPO / "tests" / "gpu_candidates" / name).read_text()
-
-
-def device_facts(profile: Profile) -> DeviceFacts | None:
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    p = torch.cuda.get_device_properties(0)
-    return DeviceFacts(
-        name=p.name,
-        compute_capability=f"{p.major}.{p.minor}",
-        sm_count=p.multi_processor_count,
-        l2_bytes=getattr(p, "L2_cache_size", None),
-    )
 
 
 def from_run(run_dir: str, candidate: str | None = None) -> str:
@@ -148,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             step=1,
             parent=CodeSample(source, verdict, "step 0"),
             recommendation=rec.text,
-            device=device_facts(profile),
+            device=svc.device_facts(),
             edit_format="diff",
         )
         prompt = render("mutate", args.backend, ctx)
