@@ -53,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument("--from", dest="from_run", help="seed the islands from this run's best")
         r.add_argument("--max-evals", type=int, help="evaluation budget of the whole run")
         r.add_argument(
+            "--seed",
+            dest="seed_kernels",
+            choices=["builtin", "inductor"],
+            help="where islands start: builtin seed kernels, or also torch.compile's Triton",
+        )
+        r.add_argument(
             "--llm", help="offline | openai:MODEL | anthropic:MODEL | command:CMD | replay:RUN_DIR"
         )
         r.add_argument("--address", help="join this Ray cluster (default: an embedded one)")
@@ -220,6 +226,8 @@ def _run(args) -> int:
         if args.llm:  # one model in place of the config's (and of its registry)
             over["llm.spec"] = args.llm
             over["llm.models"] = []
+        if args.seed_kernels:
+            over["seed_kernels"] = args.seed_kernels
         if args.address:
             over["address"] = args.address
         if args.run_dir:

@@ -458,6 +458,21 @@ class AnalystConfig(_Checked):
 
 
 @dataclass(frozen=True)
+class GuardrailsConfig(_Checked):
+    """What a candidate may call besides its own kernels. `allow_library_gemm`: cuBLAS GEMMs
+    (torch.mm and the like, or Inductor's `extern_kernels.mm` in a compiler seed) pass the
+    judge's guardrails; every other PyTorch or library call stays a rejection."""
+
+    allow_library_gemm: bool = False
+
+    def _check(self) -> None:
+        pass
+
+
+SEED_KERNELS = ("builtin", "inductor")
+
+
+@dataclass(frozen=True)
 class RunConfig(_Checked):
     """One experiment: workloads × backends, each pair evolved on `population.islands` islands.
 
@@ -477,6 +492,10 @@ class RunConfig(_Checked):
     operators: OperatorsConfig = field(default_factory=OperatorsConfig)
     prompts: tuple[PromptsConfig, ...] = ()
     analyst: AnalystConfig = field(default_factory=AnalystConfig)
+    guardrails: GuardrailsConfig = field(default_factory=GuardrailsConfig)
+    # Where the islands' first members come from: the builtin workloads' seed kernels, or
+    # also torch.compile's own Triton (GPU only). `seed: inductor` is read as this key.
+    seed_kernels: str = "builtin"
     seed: int = 0
     deterministic: bool = False  # a fixed order of proposals and verdicts, so a seed repeats
     checkpoint_seconds: float = 60.0
@@ -496,6 +515,7 @@ class RunConfig(_Checked):
         rate, cap = self.migration.rate, self.population.cap
         _require(rate <= cap, "migration.rate", f"{rate} exceeds population.cap ({cap})")
         _at_least("seed", self.seed, 0)
+        _choose("seed_kernels", self.seed_kernels, SEED_KERNELS)
         _positive("checkpoint_seconds", self.checkpoint_seconds)
         if not self.llm.active:
             _require(
@@ -568,6 +588,9 @@ def _build(cls: type, data: dict | None, prefix: str = "") -> Any:
 def _from_dict(data: Any) -> RunConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"expected a mapping of keys, got {type(data).__name__}")
+    if data.get("seed") in SEED_KERNELS[1:]:  # `seed: inductor` names the seed kernels (an
+        # explicit seed_kernels, such as `--seed builtin`, wins); the random seed stays 0
+        data = {**data, "seed": 0, "seed_kernels": data.get("seed_kernels") or data["seed"]}
     cfg = _build(RunConfig, data)
     kb = cfg.kernelbench
     if not cfg.workloads and not (kb and (kb.levels or kb.problems)):

@@ -30,6 +30,7 @@ from evo.lineage import LineageWriter, read_table
 from evo.pool import WORKER_DIED, FitnessPool
 from evo.progress import LiveView, Progress
 from evo.rundir import RunDir
+from evo.seeding import add_compiler_seeds
 from evo.workset import run_workloads
 from fitness.errors import EvoError
 from fitness.judge import source_hash
@@ -97,7 +98,13 @@ class Engine:
             self.budget.set_state(ckpt["budget"])
         self.events = LineageWriter(self.rd.uri, "events", "driver")
         self._start_ray()
+        self.pool = FitnessPool(
+            self.run_id, self.cfg.fitness.device, self.workers, worker_cls=self.worker_cls
+        )
         work = run_workloads(self.cfg)
+        if self.worker_cls is None:  # torch.compile's Triton as seeds (seed_kernels: inductor)
+            gpu_workers = self.pool.workers if self.pool.gpu else []
+            work = add_compiler_seeds(self.cfg, self.rd, gpu_workers, work, self._event, self.quiet)
         seeds = {r.name: r.seeds for r in work}
         self._extra_shapes = {r.name: r.extra_shapes for r in work}
         cfg_d = self.cfg.to_dict()
@@ -116,9 +123,6 @@ class Engine:
         self.islands = {
             w: [n for n in ray.get(h.summary.remote())["next_step"]] for w, h in self.hosts.items()
         }
-        self.pool = FitnessPool(
-            self.run_id, self.cfg.fitness.device, self.workers, worker_cls=self.worker_cls
-        )
         placement = {"workers": self.pool.n, "gpu": self.pool.gpu, "hosts": len(self.hosts)}
         if self.worker_cls is None:  # where each fitness worker runs: host and GPU
             infos = ray.get([w.info.remote() for w in self.pool.workers])
@@ -571,6 +575,7 @@ class Engine:
             "kernelbench_root": self.cfg.kernelbench.root if self.cfg.kernelbench else None,
             "options": self._eval_options(),
             "shapes": self._extra_shapes.get(w, []),
+            "guardrails": {"allow_library_gemm": self.cfg.guardrails.allow_library_gemm},
         }
         self.outbox.append((w, prop, req))
         self.in_flight[prop["island"]].append(prop)

@@ -42,7 +42,9 @@ class IslandHost:
         pop_cfg, sel = cfg["population"], dict(cfg["selection"])
         self.deterministic = bool(cfg.get("deterministic"))
         self.seed = int(cfg.get("seed", 0))
-        self.seeds = dict(seeds)  # backend -> seed source
+        # backend -> its seeds, [{"source", "description"}], proposed at steps 0, 1, ...; a
+        # plain source (or None: no seed) is read as a list of one (or none)
+        self.seeds = {b: _seed_list(v) for b, v in seeds.items()}
         self.islands = [
             island_name(workload, b, i) for b in self.seeds for i in range(pop_cfg["islands"])
         ]
@@ -94,10 +96,12 @@ class IslandHost:
         backend = island.split("|")[1]
         pop, step = self.pops[island], self.next_step[island]
         rng = self._rng(island, step)
-        if step == 0 and self.seeds[backend] is not None:
-            return self._proposal(island, self.seeds[backend], "seed", ())
-        if not pop.members and not pop.failures and self.seeds[backend] is not None:
-            return None  # the seed's verdict comes first
+        seeds = self.seeds[backend]
+        if step < len(seeds):
+            s = seeds[step]
+            return self._proposal(island, s["source"], "seed", (), s.get("description", ""))
+        if not pop.members and not pop.failures and seeds:
+            return None  # a seed's verdict comes first
         if self.llm:
             return self._llm_request(island, rng)
         if not pop.members:
@@ -479,3 +483,12 @@ def _draw(weights: dict[str, float], rng: random.Random) -> str:
         if r < 0:
             return k
     return k
+
+
+def _seed_list(value) -> list[dict]:
+    """A backend's seeds as a list of {"source", "description"}."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [{"source": value, "description": ""}]
+    return [dict(v) for v in value]

@@ -14,7 +14,9 @@ from fitness.workloads import Workload, resolve_workload
 @dataclass(frozen=True)
 class RunWorkload:
     name: str
-    seeds: dict[str, str | None]  # backend -> seed source; None: the initial operator's
+    # backend -> its seeds, [{"source", "description"}]; [] starts from the initial operator
+    # (a model), or from compiler seeds the engine adds (seed_kernels: inductor)
+    seeds: dict[str, list[dict]]
     extra_shapes: list[dict] = field(default_factory=list)
 
 
@@ -26,17 +28,19 @@ def run_workloads(cfg: RunConfig) -> list[RunWorkload]:
     kb_root = cfg.kernelbench.root if cfg.kernelbench else None
     for name in [*cfg.workloads, *kernelbench_names(cfg)]:
         w = resolve_workload(name, kb_root)
-        seeds: dict[str, str | None] = {}
+        seeds: dict[str, list[dict]] = {}
+        compiled = cfg.seed_kernels == "inductor"
         for backend in cfg.backends:
             if backend == "triton" and w.seed_path is not None:
-                seeds[backend] = w.seed_path.read_text()
-            elif cfg.llm.active:
-                seeds[backend] = None
+                seeds[backend] = [{"source": w.seed_path.read_text(), "description": "builtin"}]
+            elif cfg.llm.active or (backend == "triton" and compiled):
+                seeds[backend] = []
         if not seeds:
             raise EvoError(
                 f"workload {name}: no seed kernel for {', '.join(cfg.backends)}; without a "
                 "model (llm.spec) a run starts from one, and the offline operator cannot write "
-                "one from the reference"
+                "one from the reference (seed_kernels: inductor seeds Triton islands from "
+                "torch.compile on a GPU)"
             )
         out.append(RunWorkload(w.name, seeds, extra_shapes(cfg, w)))
     return out

@@ -31,6 +31,9 @@ COMPUTE_METHODS = frozenset(
     fill_ copy_ index_select gather scatter scatter_add sort topk conv1d conv2d conv3d linear
     logsumexp erf erf_ square sign floor ceil round maximum minimum outer""".split()
 )
+# Library GEMMs an experiment may allow (`allow_library_gemm`): cuBLAS through PyTorch, or
+# through Inductor's `extern_kernels`, as a compiler seed's wrapper calls it.
+LIBRARY_GEMMS = frozenset("mm addmm bmm baddbmm matmul linear".split())
 BANNED_MODULES = frozenset(
     """threading _thread multiprocessing subprocess concurrent asyncio inspect gc ctypes cffi
     socket urllib http requests httpx pickle marshal shelve shutil tempfile pathlib io signal
@@ -233,6 +236,7 @@ class _AstGuard(ast.NodeVisitor):
         self.torch_aliases: set[str] = {"torch"}
         self.module_aliases: dict[str, str] = {}  # local name -> module
         self.in_init = 0
+        self.in_jit = 0  # inside a @triton.jit function: device code, not a PyTorch call
 
     def run(self, tree: ast.AST) -> list[str]:
         self.visit(tree)
@@ -288,11 +292,22 @@ class _AstGuard(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         is_init = node.name == "__init__"
+        is_jit = any(self._is_triton_jit(d) for d in node.decorator_list)
         self.in_init += is_init
+        self.in_jit += is_jit
         self.generic_visit(node)
         self.in_init -= is_init
+        self.in_jit -= is_jit
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _is_triton_jit(self, decorator: ast.AST) -> bool:
+        """`@triton.jit` or `@triton.jit(...)` (or `jit` imported from triton)."""
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        chain = _attr_chain(target)
+        if len(chain) == 2:
+            return self.module_aliases.get(chain[0], chain[0]) == "triton" and chain[1] == "jit"
+        return isinstance(target, ast.Name) and self.module_aliases.get(target.id) == "triton.jit"
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in BANNED_NAMES:
@@ -357,9 +372,23 @@ class _AstGuard(ast.NodeVisitor):
             key = node.args[0] if node.args else None
             if not (isinstance(key, ast.Constant) and key.value in ENV_ALLOWED_KEYS):
                 self._flag(node, "reading the environment (secrets stay out of candidates)")
-        if not self.in_init and not self.config.allow_torch_ops and isinstance(f, ast.Attribute):
+        chain = _attr_chain(f) if isinstance(f, ast.Attribute) else []
+        library_gemm = self.config.allow_library_gemm and chain and chain[-1] in LIBRARY_GEMMS
+        if chain[:1] == ["extern_kernels"] and not library_gemm and not self.in_init:
+            what = "a library GEMM" if chain[-1] in LIBRARY_GEMMS else "a library kernel"
+            self._flag(
+                node,
+                f"{what} call {'.'.join(chain)!r} (cuBLAS/cuDNN, not the candidate's own "
+                "kernel; guardrails.allow_library_gemm permits GEMMs)",
+            )
+        elif (
+            not self.in_init
+            and not self.in_jit
+            and not library_gemm
+            and not self.config.allow_torch_ops
+            and isinstance(f, ast.Attribute)
+        ):
             root = _root_name(f)
-            chain = _attr_chain(f)
             if root in self.torch_aliases and chain:
                 name = chain[-1]
                 is_query = name in ALLOWED_TORCH_CALLS or name[0].isupper()

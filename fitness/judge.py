@@ -22,7 +22,13 @@ from pathlib import Path
 
 import torch
 
-from fitness.guardrails import GuardrailConfig, check, defines_model_new, strip_comments
+from fitness.guardrails import (
+    LIBRARY_GEMMS,
+    GuardrailConfig,
+    check,
+    defines_model_new,
+    strip_comments,
+)
 from fitness.inputs import Round
 from fitness.lockstep import (
     Calibration,
@@ -465,6 +471,8 @@ class _Protocol:
         if not self.opts.check_trace:
             return
         aten = trace.get("aten_compute") or []
+        if self.opts.guardrails.allow_library_gemm:  # cuBLAS through PyTorch is allowed
+            aten = [a for a in aten if a not in LIBRARY_GEMMS]
         if aten and not self.opts.guardrails.allow_torch_ops:
             raise _Verdict(
                 Status.REJECTED,

@@ -190,8 +190,16 @@ def _run_child(job: dict, tmp: str, timeout_s: float, prefix: list[str]) -> str:
     env.update(job.get("env", {}), HOME=tmp, TMPDIR=tmp, TRITON_CACHE_DIR=f"{tmp}/triton")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
     cmd = prefix + [sys.executable, "-m", "fitness.profiling", str(job_path)]
+    preexec = None
+    if prefix and job.get("run_as") and os.geteuid() == 0:
+        # ncu must run as the user its target runs as: a target that drops privileges under a
+        # root ncu loses ncu's injection and hangs (seen on the H100). So ncu itself runs
+        # sandboxed, and the child, no longer root, leaves its privileges alone.
+        dirs = [tmp, job.get("env", {}).get("TORCH_EXTENSIONS_DIR", "")]
+        preexec = lambda: _drop_privileges(job["run_as"], dirs)  # noqa: E731
     proc = subprocess.Popen(
         cmd,
+        preexec_fn=preexec,
         cwd=tmp,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -329,16 +337,23 @@ def _sandbox(job: dict, tmp: Path) -> None:
     sandbox user), owning only the profile's own folder (and the CUDA build it reads)."""
     if not job.get("run_as") or os.geteuid() != 0:
         return
+    _drop_privileges(job["run_as"], [str(tmp), job.get("env", {}).get("TORCH_EXTENSIONS_DIR", "")])
+
+
+def _drop_privileges(run_as: str, dirs: list[str]) -> None:
+    """No network, `dirs` handed to `run_as`, then become that user (a no-op unless root)."""
+    if os.geteuid() != 0:
+        return
     import pwd
 
     from fitness.isolation import _chown_tree, _unshare_network
 
     try:
-        user = pwd.getpwnam(job["run_as"])
+        user = pwd.getpwnam(run_as)
     except KeyError:
         return
     _unshare_network()
-    for root in (str(tmp), job.get("env", {}).get("TORCH_EXTENSIONS_DIR", "")):
+    for root in dirs:
         if root and os.path.isdir(root):
             _chown_tree(root, user.pw_uid, user.pw_gid)
     os.setgroups([])

@@ -64,9 +64,11 @@ def default_extension_dir() -> str:
 
 
 @dataclass
-class _ProfileJob:
-    """A profile to capture, queued with the evaluations (its future rides as the `build`)."""
+class _DeviceJob:
+    """A profile to capture, queued with the evaluations so it never runs beside a timed one
+    (its future rides as the `build`)."""
 
+    kind: str  # "profile"
     request: dict
 
 
@@ -153,8 +155,22 @@ class FitnessService:
         Nsight Compute where it is on PATH).
         """
         fut: Future = Future()
-        self._queue.put((_ProfileJob(dict(request)), fut))
+        self._queue.put((_DeviceJob("profile", dict(request)), fut))
         return fut.result()
+
+    def compiler_seeds(self, request: dict) -> dict:
+        """Seed candidates from torch.compile for a workload, compiled on this service's GPU:
+        {"seeds": [Seed dicts], "error": str}.
+
+        `request` holds `workload`, `kernelbench_root`, `overrides` and `modes` (Inductor
+        modes, fitness.inductor_capture.MODES by default). Compilation runs in a subprocess
+        on the caller's thread, not in the GPU loop, so a few workloads compile at once: call
+        it before evaluations start (a run does), since Inductor's autotuning times kernels.
+        """
+        try:
+            return self._compiler_seeds(dict(request))
+        except Exception as e:  # noqa: BLE001 - the service must outlive any request
+            return {"seeds": None, "error": f"compiler seeds fault: {e!r}"}
 
     def info(self) -> dict:
         import socket
@@ -191,11 +207,11 @@ class FitnessService:
     def _loop(self) -> None:
         while True:
             req, build = self._queue.get()
-            if isinstance(req, _ProfileJob):
+            if isinstance(req, _DeviceJob):
                 try:
                     got = self._profile(req.request)
                 except Exception as e:  # noqa: BLE001 - the GPU loop must outlive any request
-                    got = {"profile": None, "error": f"profiling fault: {e!r}"}
+                    got = {req.kind: None, "error": f"{req.kind} fault: {e!r}"}
                 build.set_result(got)
                 continue
             try:
@@ -348,6 +364,29 @@ class FitnessService:
             o.rounds, o.timing, o.baselines, o.compile_baseline, o.check_trace,
             PROTOCOL_VERSION,
         )  # fmt: skip
+
+    def _compiler_seeds(self, request: dict) -> dict:
+        from fitness.inductor_capture import MODES, capture_inductor
+        from fitness.inductor_seed import seeds_from_capture
+
+        if self.device != "cuda":
+            return {
+                "seeds": None,
+                "error": "compiler seeds need a CUDA device: torch.compile "
+                "writes Triton for GPU tensors only",
+            }
+        req = EvalRequest(
+            source="",
+            workload=request["workload"],
+            overrides=dict(request.get("overrides") or {}),
+            kernelbench_root=request.get("kernelbench_root"),
+        )
+        try:
+            workload = self._workload(req)
+            capture = capture_inductor(workload, tuple(request.get("modes") or MODES))
+        except EvoError as e:
+            return {"seeds": None, "error": str(e)}
+        return {"seeds": [s.to_dict() for s in seeds_from_capture(capture, workload)], "error": ""}
 
     def _workload(self, req: EvalRequest) -> Workload:
         key = (req.workload, req.kernelbench_root, tuple(sorted(req.overrides.items())))

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 _BLOCK_NAME = re.compile(r"BLOCK(_\w+)?|BLOCK_SIZE\w*|TILE_\w+")
+_INDUCTOR_BLOCK = re.compile(r"[XYZ]BLOCK|R\d*_BLOCK|RBLOCK")  # Inductor's (compiler seeds)
 _GROUP_NAME = re.compile(r"GROUP(_SIZE)?_\w*|GROUP_M")
 _WARPS_NAMES = frozenset({"num_warps", "NUM_WARPS"})
 _STAGES_NAMES = frozenset({"num_stages", "NUM_STAGES"})
@@ -39,6 +40,7 @@ STAGES = (1, 2, 3, 4, 5)
 GROUPS = (1, 2, 4, 8, 16)
 DOT_BLOCKS = tuple(2**i for i in range(4, 9))  # 16 .. 256
 FLAT_BLOCKS = tuple(2**i for i in range(5, 14))  # 32 .. 8192
+INDUCTOR_BLOCKS = tuple(2**i for i in range(0, 14))  # 1 .. 8192
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def param_kind(name: str) -> str | None:
         return "stages"
     if _GROUP_NAME.fullmatch(name):
         return "group"
-    if _BLOCK_NAME.fullmatch(name):
+    if _BLOCK_NAME.fullmatch(name) or _INDUCTOR_BLOCK.fullmatch(name):
         return "block"
     return None
 
@@ -75,8 +77,9 @@ def param_kind(name: str) -> str | None:
 def valid_values(param: Param) -> tuple[int, ...]:
     """The values `param` may take, ascending.
 
-    Tiles named *_M, *_N or *_K feed tl.dot: powers of two in [16, 256]. Other block sizes
-    are powers of two in [32, 8192], never below an eighth of the value in the source.
+    Tiles named *_M, *_N or *_K feed tl.dot: powers of two in [16, 256]. Inductor's blocks
+    (XBLOCK, R0_BLOCK, ...) are powers of two in [1, 8192], other block sizes in [32, 8192],
+    both never below an eighth of the value in the source.
     """
     if param.kind == "warps":
         return WARPS
@@ -87,6 +90,8 @@ def valid_values(param: Param) -> tuple[int, ...]:
     if _DOT_DIM.search(param.name):
         return DOT_BLOCKS
     floor = 1 << (max(param.value, 1).bit_length() - 1)  # the power of two at or below it
+    if _INDUCTOR_BLOCK.fullmatch(param.name):  # a reduction's XBLOCK may be 1
+        return tuple(v for v in INDUCTOR_BLOCKS if floor // 8 <= v)
     return tuple(v for v in FLAT_BLOCKS if v >= floor // 8)
 
 
