@@ -588,7 +588,7 @@ def _build(cls: type, data: dict | None, prefix: str = "") -> Any:
 def _from_dict(data: Any) -> RunConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"expected a mapping of keys, got {type(data).__name__}")
-    if data.get("seed") in SEED_KERNELS[1:]:  # `seed: inductor` names the seed kernels (an
+    if data.get("seed") in SEED_KERNELS:  # `seed: inductor` names the seed kernels (an
         # explicit seed_kernels, such as `--seed builtin`, wins); the random seed stays 0
         data = {**data, "seed": 0, "seed_kernels": data.get("seed_kernels") or data["seed"]}
     cfg = _build(RunConfig, data)

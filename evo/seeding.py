@@ -20,6 +20,7 @@ from evo.config import RunConfig
 from evo.rundir import RunDir
 from evo.workset import RunWorkload
 from fitness.errors import EvoError
+from fitness.workloads import resolve_workload
 
 
 def seed_path(workload: str) -> str:
@@ -39,7 +40,21 @@ def add_compiler_seeds(
             "seed_kernels: inductor needs a GPU fitness worker: torch.compile "
             "writes Triton for CUDA tensors only"
         )
-    todo = [r.name for r in work if not rd.exists(seed_path(r.name))]
+    kb_root = cfg.kernelbench.root if cfg.kernelbench else None
+    todo = []
+    for r in work:
+        if rd.exists(seed_path(r.name)):
+            continue
+        if resolve_workload(r.name, kb_root).shapes:
+            # Inductor specializes to the one shape it compiled; the judge also checks a
+            # workload's SHAPES, where such a seed would read out of bounds.
+            why = "compiler seeds hold one shape, and this workload's SHAPES are checked too"
+            event("seed", "", {"workload": r.name, "made": False, "reason": why})
+            rd.write_text(
+                seed_path(r.name), json.dumps({"workload": r.name, "seeds": [], "error": why})
+            )
+            continue
+        todo.append(r.name)
     _compile(cfg, rd, workers, todo, event, quiet)
     out = []
     for r in work:

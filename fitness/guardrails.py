@@ -34,6 +34,9 @@ COMPUTE_METHODS = frozenset(
 # Library GEMMs an experiment may allow (`allow_library_gemm`): cuBLAS through PyTorch, or
 # through Inductor's `extern_kernels`, as a compiler seed's wrapper calls it.
 LIBRARY_GEMMS = frozenset("mm addmm bmm baddbmm matmul linear".split())
+# Inductor's Triton device helpers (compiler seeds use them): @triton.jit functions only,
+# which cannot compute on host tensors.
+TRITON_HELPER_MODULES = ("torch._inductor.runtime.triton_helpers",)
 BANNED_MODULES = frozenset(
     """threading _thread multiprocessing subprocess concurrent asyncio inspect gc ctypes cffi
     socket urllib http requests httpx pickle marshal shelve shutil tempfile pathlib io signal
@@ -236,7 +239,6 @@ class _AstGuard(ast.NodeVisitor):
         self.torch_aliases: set[str] = {"torch"}
         self.module_aliases: dict[str, str] = {}  # local name -> module
         self.in_init = 0
-        self.in_jit = 0  # inside a @triton.jit function: device code, not a PyTorch call
 
     def run(self, tree: ast.AST) -> list[str]:
         self.visit(tree)
@@ -292,22 +294,11 @@ class _AstGuard(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         is_init = node.name == "__init__"
-        is_jit = any(self._is_triton_jit(d) for d in node.decorator_list)
         self.in_init += is_init
-        self.in_jit += is_jit
         self.generic_visit(node)
         self.in_init -= is_init
-        self.in_jit -= is_jit
 
     visit_AsyncFunctionDef = visit_FunctionDef
-
-    def _is_triton_jit(self, decorator: ast.AST) -> bool:
-        """`@triton.jit` or `@triton.jit(...)` (or `jit` imported from triton)."""
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        chain = _attr_chain(target)
-        if len(chain) == 2:
-            return self.module_aliases.get(chain[0], chain[0]) == "triton" and chain[1] == "jit"
-        return isinstance(target, ast.Name) and self.module_aliases.get(target.id) == "triton.jit"
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in BANNED_NAMES:
@@ -383,7 +374,6 @@ class _AstGuard(ast.NodeVisitor):
             )
         elif (
             not self.in_init
-            and not self.in_jit
             and not library_gemm
             and not self.config.allow_torch_ops
             and isinstance(f, ast.Attribute)
@@ -397,8 +387,10 @@ class _AstGuard(ast.NodeVisitor):
                         node, f"PyTorch compute call {'.'.join(chain)!r} (falls back to PyTorch)"
                     )
             elif f.attr in COMPUTE_METHODS and root not in ("tl", "triton", "math", "libdevice"):
-                if root not in self.module_aliases or self.module_aliases.get(root, "").startswith(
-                    "torch"
+                module = self.module_aliases.get(root, "")
+                device_helpers = module.startswith(TRITON_HELPER_MODULES)
+                if not device_helpers and (
+                    root not in self.module_aliases or module.startswith("torch")
                 ):
                     self._flag(node, f"tensor compute method .{f.attr}() (falls back to PyTorch)")
         self.generic_visit(node)

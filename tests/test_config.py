@@ -11,6 +11,7 @@ from evo.config import (
     PRECISIONS,
     BudgetConfig,
     ConfigError,
+    GuardrailsConfig,
     KernelBenchConfig,
     LLMConfig,
     PopulationConfig,
@@ -361,3 +362,114 @@ def test_default_run_dir_is_dated_under_runs():
     cfg = load_config_dict(with_(name="sweep-1"))
     assert default_run_dir(cfg, date(2025, 3, 7)) == "runs/2025-03-07-sweep-1"
     assert default_run_dir(cfg) == f"runs/{date.today().isoformat()}-sweep-1"
+
+
+# --- seed kernels and guardrails (compiler seeds) -------------------------------------------
+
+
+def test_seed_kernels_default_to_builtin_and_guardrails_to_strict():
+    cfg = load_config_dict(BASE)
+    assert cfg.seed_kernels == "builtin"
+    assert cfg.guardrails == GuardrailsConfig(allow_library_gemm=False)
+    assert load_config(None).seed_kernels == "builtin"
+
+
+@pytest.mark.parametrize("value", ["builtin", "inductor"])
+def test_seed_kernels_take_builtin_or_inductor(value):
+    assert load_config_dict(with_(seed_kernels=value)).seed_kernels == value
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("compiler", "seed_kernels: unknown 'compiler' (choose from builtin, inductor)"),
+        ("Inductor", "seed_kernels: unknown 'Inductor' (choose from builtin, inductor)"),
+        (1, "seed_kernels: expected a string, got 1"),
+        (None, "seed_kernels: expected a string, got null"),
+    ],
+)
+def test_bad_seed_kernels_name_the_key(value, message):
+    with pytest.raises(ConfigError) as info:
+        load_config_dict(with_(seed_kernels=value))
+    assert message in str(info.value)
+    assert info.value.key == "seed_kernels"
+
+
+def test_guardrails_allow_library_gemm_is_a_bool():
+    cfg = load_config_dict(with_(guardrails={"allow_library_gemm": True}))
+    assert cfg.guardrails.allow_library_gemm is True
+    assert load_config_dict(with_(guardrails={})).guardrails.allow_library_gemm is False
+    assert load_config_dict(with_(guardrails=None)).guardrails.allow_library_gemm is False
+    message = "guardrails.allow_library_gemm: expected true or false, got 'yes'"
+    assert message in error_of(with_(guardrails={"allow_library_gemm": "yes"}))
+
+
+@pytest.mark.parametrize("key", ["allow_torch_ops", "allow_library_gemms", "enabled"])
+def test_unknown_guardrails_keys_are_named(key):
+    with pytest.raises(ConfigError) as info:
+        load_config_dict(with_(guardrails={key: True}))
+    assert f"unknown key 'guardrails.{key}'" in str(info.value)
+    assert info.value.key == f"guardrails.{key}"
+
+
+def test_seed_inductor_is_read_as_seed_kernels_with_random_seed_zero():
+    cfg = load_config_dict({"workloads": ["builtin:softmax"], "seed": "inductor"})
+    assert cfg.seed_kernels == "inductor"
+    assert cfg.seed == 0
+    assert cfg == load_config_dict(with_(seed_kernels="inductor"))
+
+
+def test_an_explicit_seed_kernels_wins_over_seed_inductor():
+    cfg = load_config_dict(with_(seed="inductor", seed_kernels="builtin"))
+    assert (cfg.seed_kernels, cfg.seed) == ("builtin", 0)
+    # an integer seed stays the random seed
+    cfg = load_config_dict(with_(seed=7, seed_kernels="inductor"))
+    assert (cfg.seed_kernels, cfg.seed) == ("inductor", 7)
+
+
+def test_seed_inductor_in_a_yaml_file_and_seed_kernels_as_an_override(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("workloads: [builtin:softmax]\nseed: inductor\n")
+    cfg = load_config(path)
+    assert (cfg.seed_kernels, cfg.seed) == ("inductor", 0)
+    # `evo run --seed builtin` is the override seed_kernels: builtin, and wins
+    assert load_config(path, {"seed_kernels": "builtin"}).seed_kernels == "builtin"
+    assert load_config(None, {"seed_kernels": "inductor"}).seed_kernels == "inductor"
+    with pytest.raises(ConfigError) as info:
+        load_config(None, {"seed_kernels": "jit"})
+    assert str(info.value) == (
+        "override: seed_kernels: unknown 'jit' (choose from builtin, inductor)"
+    )
+    with pytest.raises(ConfigError, match="override: unknown key 'guardrails.x'"):
+        load_config(None, {"guardrails.x": True})
+
+
+LEVEL_PROBLEMS = {
+    1: ["1", "2", "8", "10", "12", "13", "16", "17", "40", "88"],
+    2: ["9", "12", "14", "29", "56", "59", "63", "68", "76", "86"],
+}
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_kernelbench_level_configs_seed_from_inductor_offline(level):
+    path = EXPERIMENTS / f"kernelbench_level{level}.yaml"
+    cfg = load_config(path)
+    assert cfg.name == f"kernelbench-level{level}"
+    assert cfg.kernelbench.levels == (level,)
+    assert cfg.kernelbench.root is None
+    assert cfg.kernelbench.problems == tuple(f"level{level}/{n}" for n in LEVEL_PROBLEMS[level])
+    assert cfg.workloads == ()
+    assert cfg.seed_kernels == "inductor"
+    assert cfg.guardrails.allow_library_gemm is False
+    assert cfg.backends == ("triton",)
+    assert cfg.llm.spec == "offline" and not cfg.llm.active
+    assert cfg.budgets.per_workload_max_evals == 50
+    assert cfg.seed == 0
+    # the resolved config round-trips, the new keys included
+    plain = cfg.to_dict()
+    assert plain["seed_kernels"] == "inductor"
+    assert plain["guardrails"] == {"allow_library_gemm": False}
+    assert load_config_dict(plain) == cfg
+    assert load_config(path, {"guardrails.allow_library_gemm": True}).guardrails == (
+        GuardrailsConfig(allow_library_gemm=True)
+    )

@@ -147,3 +147,168 @@ def test_defines_model_new():
     assert defines_model_new(src())
     assert not defines_model_new("class Model: pass\n")
     assert not defines_model_new("def broken(:\n")
+
+
+# --- device code inside @triton.jit; library kernels through extern_kernels ----------------
+
+INDUCTOR_IMPORTS = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+from torch._inductor.runtime import triton_helpers
+from torch._inductor.runtime.triton_helpers import math as tl_math
+{extra}
+
+{helper}
+
+
+@triton.jit
+def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        k[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+{forward}
+"""
+
+HELPER = """{decorator}
+def helper(a_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + offs)
+    tl.store(out_ptr + offs, {call})"""
+
+DEVICE_CALLS = ["triton_helpers.maximum(a, a)", "tl_math.exp(a)"]
+
+
+def inductor_src(
+    call: str = "a",
+    decorator: str = "@triton.jit",
+    extra: str = "",
+    forward: str = "        return y",
+) -> str:
+    helper = HELPER.format(decorator=decorator, call=call)
+    return INDUCTOR_IMPORTS.format(extra=extra, helper=helper, forward=forward)
+
+
+def test_the_inductor_template_is_an_honest_candidate():
+    verdict = check(inductor_src())
+    assert verdict.ok, verdict.reason
+
+
+@pytest.mark.parametrize("call", DEVICE_CALLS)
+@pytest.mark.parametrize(
+    "decorator, extra",
+    [
+        ("@triton.jit", ""),
+        ('@triton.jit(do_not_specialize=["n"])', ""),
+        ("@jit", "from triton import jit"),
+        ("@jit()", "from triton import jit"),
+        ("@tr.jit", "import triton as tr"),
+    ],
+)
+def test_inductor_helpers_inside_a_triton_jit_function_are_device_code(call, decorator, extra):
+    verdict = check(inductor_src(call, decorator, extra))
+    assert verdict.ok, verdict.reason
+
+
+@pytest.mark.parametrize("call", DEVICE_CALLS)
+@pytest.mark.parametrize(
+    "decorator, extra",
+    [
+        ("@jit", "def jit(f):\n    return f"),  # a `jit` of the candidate's own
+        ("", ""),  # no decorator at all
+    ],
+)
+def test_inductors_device_helpers_are_never_pytorch_compute(call, decorator, extra):
+    """triton_helpers holds @triton.jit functions only: they cannot compute on host tensors
+    (the launch trace would see any ATen op anyway), so they are not a PyTorch fallback."""
+    verdict = check(inductor_src(call, decorator, extra))
+    assert verdict.ok, verdict.reason
+
+
+@pytest.mark.parametrize("forward", ["        return y.maximum(y)", "        return y.exp()"])
+def test_the_same_method_on_a_tensor_is_still_a_fallback(forward):
+    verdict = check(inductor_src(forward=forward))
+    assert not verdict.ok and "tensor compute method" in verdict.reason, verdict.reason
+
+
+EXTERN = "from torch._inductor.select_algorithm import extern_kernels"
+GEMM_OK = GuardrailConfig(allow_library_gemm=True)
+
+
+def test_extern_kernels_mm_is_a_named_library_gemm_under_the_strict_default():
+    forward = "        extern_kernels.mm(x, x, out=y)\n        return y"
+    verdict = check(inductor_src(extra=EXTERN, forward=forward), "triton")
+    assert not verdict.ok
+    assert "a library GEMM call 'extern_kernels.mm'" in verdict.reason, verdict.reason
+    assert "allow_library_gemm" in verdict.reason
+
+
+@pytest.mark.parametrize("config", [GuardrailConfig(), GEMM_OK], ids=["strict", "gemm-allowed"])
+def test_extern_kernels_convolution_is_a_library_kernel_even_with_gemms_allowed(config):
+    forward = "        return extern_kernels.convolution(x, x, None, stride=(1, 1))"
+    verdict = check(inductor_src(extra=EXTERN, forward=forward), "triton", config=config)
+    assert not verdict.ok
+    assert "a library kernel call 'extern_kernels.convolution'" in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        "        extern_kernels.mm(x, x, out=y)\n        return y",
+        "        extern_kernels.addmm(y, x, x, alpha=1, beta=1, out=y)\n        return y",
+        "        extern_kernels.bmm(x, x, out=y)\n        return y",
+        "        return torch.mm(x, x)",
+        "        return torch.matmul(x, x)",
+        "        return torch.nn.functional.linear(x, x)",
+    ],
+)
+def test_allow_library_gemm_lets_library_gemms_pass(forward):
+    source = inductor_src(extra=EXTERN, forward=forward)
+    assert not check(source, "triton").ok  # the strict default refuses each
+    verdict = check(source, "triton", config=GEMM_OK)
+    assert verdict.ok, verdict.reason
+
+
+@pytest.mark.parametrize(
+    "forward, expected",
+    [
+        ("        return torch.relu(y)", "PyTorch compute call 'torch.relu'"),
+        ("        return y.sum()", "tensor compute method .sum()"),
+        ("        return torch.softmax(y, 0)", "PyTorch compute call 'torch.softmax'"),
+    ],
+)
+def test_allow_library_gemm_still_refuses_other_pytorch_compute(forward, expected):
+    verdict = check(inductor_src(extra=EXTERN, forward=forward), "triton", config=GEMM_OK)
+    assert not verdict.ok
+    assert expected in verdict.reason, verdict.reason
+
+
+def test_extern_kernels_in_init_are_not_flagged():
+    source = inductor_src(extra=EXTERN).replace(
+        "class ModelNew(nn.Module):\n",
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.w = extern_kernels.convolution(torch.ones(1), torch.ones(1), None)\n\n",
+    )
+    assert "extern_kernels.convolution" in source
+    verdict = check(source, "triton")
+    assert verdict.ok, verdict.reason
+
+
+def test_allow_library_gemm_is_part_of_the_config_key():
+    assert GuardrailConfig().key() != GEMM_OK.key()
+
+
+def test_pytorch_compute_in_a_jit_function_called_through_fn_is_refused():
+    helper = "@triton.jit\ndef helper(x):\n    return torch.matmul(x, x).sum()\n"
+    source = inductor_src(forward="        return helper.fn(x)").replace(
+        "\n\nclass ModelNew", "\n\n" + helper + "\n\nclass ModelNew"
+    )
+    assert "helper.fn(x)" in source and "torch.matmul" in source
+    assert not check(source, "triton").ok

@@ -25,6 +25,7 @@ from operators.offline import (  # noqa: E402
     ParamOperator,
     find_params,
     neighbours,
+    param_kind,
     valid_values,
 )
 
@@ -451,3 +452,112 @@ def test_the_analysts_hint_picks_and_steers_the_first_parameter_moved():
                 kinds.add(p.kind)
                 down += q.value < p.value
     assert kinds - {"block", "warps"} and down > 0
+
+
+# --- Inductor's block names (compiler seeds) ------------------------------------------------
+
+INDUCTOR_SOURCE = """
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def red(in_ptr, out_ptr, xnumel, r0_numel, XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+
+
+@triton.jit
+def per(in_ptr, out_ptr, xnumel, r0_numel, XBLOCK: tl.constexpr):
+    R0_BLOCK: tl.constexpr = tl.constexpr(32)
+    xoffset = tl.program_id(0) * XBLOCK
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, y):
+        red[grid](x, y, 8192, XBLOCK=1024, R0_BLOCK=64, num_warps=4, num_stages=1)
+        per[grid](x, y, 8192, 32, XBLOCK=1, num_warps=2, num_stages=1)
+        return y
+"""
+
+
+@pytest.mark.parametrize("name", ["XBLOCK", "YBLOCK", "R0_BLOCK", "RBLOCK"])
+def test_inductor_block_names_are_block_tunables(name):
+    assert param_kind(name) == "block"
+
+
+@pytest.mark.parametrize("name", ["WBLOCK", "xblock", "R0_BLOCKS", "XBLOCK_N", "r0_numel"])
+def test_names_merely_like_inductors_are_not_tunable(name):
+    assert param_kind(name) is None
+
+
+def test_inductor_blocks_are_powers_of_two_from_1_to_8192():
+    assert valid_values(Param("XBLOCK", 1, 0, 1, "block")) == tuple(2**i for i in range(14))
+    assert valid_values(Param("R0_BLOCK", 8, 0, 1, "block")) == tuple(2**i for i in range(14))
+    assert valid_values(Param("YBLOCK", 1024, 0, 1, "block")) == tuple(2**i for i in range(7, 14))
+    assert min(valid_values(Param("RBLOCK", 1000, 0, 1, "block"))) == 64  # 512 // 8
+    assert min(valid_values(Param("XBLOCK", 8192, 0, 1, "block"))) == 1024
+    # other block sizes keep their floor of 32
+    assert min(valid_values(Param("BLOCK_SIZE", 8, 0, 1, "block"))) == 32
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "steps"),
+    [
+        ("XBLOCK", 1, (2,)),  # a reduction's one row per program may grow
+        ("XBLOCK", 1024, (512, 2048)),
+        ("R0_BLOCK", 64, (32, 128)),
+        ("R0_BLOCK", 16, (8, 32)),  # below the flat blocks' floor of 32
+        ("RBLOCK", 8192, (4096,)),
+        ("YBLOCK", 3, (2, 4)),  # back onto powers of two
+        ("BLOCK", 8, (32,)),  # not Inductor's: only back into [32, 8192]
+    ],
+)
+def test_inductor_block_neighbours(name, value, steps):
+    assert neighbours(Param(name, value, 0, 1, "block")) == steps
+
+
+def test_find_params_reads_inductor_launches_but_not_frozen_constexprs():
+    assert summary(INDUCTOR_SOURCE) == [
+        ("XBLOCK", 1024, "block"),
+        ("R0_BLOCK", 64, "block"),
+        ("num_warps", 4, "warps"),
+        ("num_stages", 1, "stages"),
+        ("XBLOCK", 1, "block"),
+        ("num_warps", 2, "warps"),
+        ("num_stages", 1, "stages"),
+    ]
+    texts = [INDUCTOR_SOURCE[p.start : p.end] for p in find_params(INDUCTOR_SOURCE)]
+    assert texts == ["1024", "64", "4", "1", "1", "2", "1"]
+
+
+def test_a_frozen_constexpr_block_is_not_tunable_but_a_literal_one_is():
+    frozen = "R0_BLOCK: tl.constexpr = tl.constexpr(32)\nclass ModelNew:\n    pass\n"
+    assert find_params(frozen) == []
+    assert ParamOperator().mutate(frozen, random.Random(0)) is None
+    literal = frozen.replace("tl.constexpr(32)", "32")
+    assert summary(literal) == [("R0_BLOCK", 32, "block")]
+
+
+def test_the_gpu_operator_moves_inductor_blocks_one_step():
+    op = ParamOperator(target="gpu")
+    before = find_params(INDUCTOR_SOURCE)
+    child = op.mutate(INDUCTOR_SOURCE, random.Random(0))
+    assert child is not None and child != INDUCTOR_SOURCE
+    assert masked(child) == masked(INDUCTOR_SOURCE)
+    assert any(p.value != q.value for p, q in zip(before, find_params(child)))
+
+    op = ParamOperator(max_changes=1, target="gpu")
+    moved = set()
+    for i in range(200):
+        child = op.mutate(INDUCTOR_SOURCE, random.Random(i))
+        assert "R0_BLOCK: tl.constexpr = tl.constexpr(32)" in child  # frozen stays frozen
+        assert masked(child) == masked(INDUCTOR_SOURCE)
+        changed = [(p, q) for p, q in zip(before, find_params(child)) if p.value != q.value]
+        assert len(changed) == 1
+        ((p, q),) = changed
+        assert q.value in neighbours(p)
+        moved.add((p.name, p.value, q.value))
+    assert ("XBLOCK", 1, 2) in moved  # XBLOCK=1 can only grow, and does
+    assert {("XBLOCK", 1024, 512), ("XBLOCK", 1024, 2048)} <= moved
+    assert {("R0_BLOCK", 64, 32), ("R0_BLOCK", 64, 128)} <= moved

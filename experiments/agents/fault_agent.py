@@ -24,6 +24,7 @@ CONFIGS = [
     f"BLOCK_M={m}, BLOCK_N={n}, BLOCK_K={k}, GROUP_M=8, num_warps={w}, num_stages={s}"
     for m, n, k, w, s in itertools.product((64, 128), (64, 128), (32, 64), (4, 8), (3, 4))
 ]
+CONFIGS.remove(GPU_CONFIG)  # every honest answer differs from the seed
 
 
 def claim(state: Path) -> int:
