@@ -111,7 +111,12 @@ def _child_main(job_path: str) -> None:
 
 def _calls_libraries(code: str) -> bool:
     """Whether Inductor's wrapper calls a library kernel or an ATen fallback."""
-    return "extern_kernels." in code or "aten." in code.split("def call", 1)[-1]
+    from fitness.inductor_seed import SeedError, library_calls
+
+    try:
+        return bool(library_calls(code))
+    except SeedError:
+        return True
 
 
 def _capture_mode(model, inputs: list, ref, mode: str) -> dict:

@@ -390,6 +390,11 @@ def _int(node: ast.expr, name: str) -> int:
     raise SeedError(f"kernel {name}: its fixed grid is not a constant")
 
 
+def library_calls(code: str) -> list[str]:
+    """The library and ATen calls of an Inductor module's `call` wrapper."""
+    return _library_calls(_call_function(ast.parse(code)))
+
+
 def _library_calls(fn: ast.FunctionDef) -> list[str]:
     """`extern_kernels.X` and ATen (`aten.X`, `torch.ops.aten.X`) calls, in order, once each."""
     out = []
@@ -449,11 +454,11 @@ def _model_new(workload: Workload, cap: dict) -> str:
     cls.name, cls.decorator_list = "ModelNew", []
     cls.body = [_Rename().visit(n) for n in init] or [ast.Pass()]
     args = []
-    for role in cap["args"]:
+    for role in cap["args"]:  # detached: a library call with out= refuses autograd inputs
         if "param" in role:
-            args.append(f"self.get_parameter({role['param']!r})")
+            args.append(f"self.get_parameter({role['param']!r}).detach()")
         elif "buffer" in role:
-            args.append(f"self.get_buffer({role['buffer']!r})")
+            args.append(f"self.get_buffer({role['buffer']!r}).detach()")
         else:
             args.append(f"inputs[{int(role['input'])}]")
     n = cap.get("outputs")
