@@ -101,10 +101,16 @@ class Engine:
         self.pool = FitnessPool(
             self.run_id, self.cfg.fitness.device, self.workers, worker_cls=self.worker_cls
         )
-        work = run_workloads(self.cfg)
-        if self.worker_cls is None:  # torch.compile's Triton as seeds (seed_kernels: inductor)
-            gpu_workers = self.pool.workers if self.pool.gpu else []
-            work = add_compiler_seeds(self.cfg, self.rd, gpu_workers, work, self._event, self.quiet)
+        try:
+            work = run_workloads(self.cfg)
+            if self.worker_cls is None:  # torch.compile's Triton as seeds (seed_kernels: inductor)
+                gpus = self.pool.workers if self.pool.gpu else []
+                work = add_compiler_seeds(self.cfg, self.rd, gpus, work, self._event, self.quiet)
+        except BaseException:  # the events written so far (the seeds') are kept
+            for wkr in self.pool.workers:
+                ray.kill(wkr)
+            self.events.close()
+            raise
         seeds = {r.name: r.seeds for r in work}
         self._extra_shapes = {r.name: r.extra_shapes for r in work}
         cfg_d = self.cfg.to_dict()
