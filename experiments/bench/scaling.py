@@ -1,6 +1,7 @@
 """Fitness-service scaling: the same batch of distinct candidates on 1, 2, 4 FitnessWorkers.
 
     python -m experiments.bench.scaling [--workers 1 2 4] [--n 48] [--device cuda] [--out F]
+                                        [--small]
 
 The workers are the ones `evo run` uses (evo.pool.FitnessPool: one FitnessService actor per
 GPU, fed one request per call, least-loaded first), on a Ray cluster (`--address`, or an
@@ -51,8 +52,16 @@ def measure(batch: list[tuple[str, str]], warm: list[tuple[str, str]], n: int, d
     }
 
 
+SMALL: dict[str, dict] = {}  # --small: workload -> its first SHAPES entry
+
+
 def _req(workload: str, source: str) -> dict:
-    return {"source": source, "workload": workload, "options": FAST}
+    return {
+        "source": source,
+        "workload": workload,
+        "options": FAST,
+        "overrides": SMALL.get(workload, {}),
+    }
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -65,13 +74,25 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--n", type=int, default=48, help="timed candidates per worker count")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--address", default=None, help="a Ray cluster (default: an embedded one)")
-    ap.add_argument("--out", default="")
+    ap.add_argument("--out", default="", help="JSON rows, rewritten after each worker count")
+    ap.add_argument(
+        "--small",
+        action="store_true",
+        help="judge each workload at its first (small) SHAPES entry: seconds per verdict, so "
+        "the fixed per-candidate costs (processes, JIT) dominate",
+    )
     args = ap.parse_args(argv)
     most = max(args.workers)
     batch = candidate_batch()
     if len(batch) < args.n + most:
         raise SystemExit(f"only {len(batch)} distinct candidates; ask for --n {len(batch) - most}")
     warm, timed = batch[:most], batch[most : most + args.n]
+    if args.small:
+        from fitness.workloads import resolve_workload
+
+        for w in {w for w, _ in batch}:
+            shapes = resolve_workload(w).shapes
+            SMALL[w] = dict(shapes[0]) if shapes else {}
     started = not ray.is_initialized()
     if started:
         ray.init(address=args.address, include_dashboard=False, log_to_driver=False)
@@ -87,12 +108,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
             row["efficiency"] = round(row["per_min"] / (n / base["workers"] * base["per_min"]), 3)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
+            if args.out:  # what was measured survives a timeout of the next count
+                with open(args.out, "w") as f:
+                    json.dump(rows, f, indent=2)
     finally:
         if started:
             ray.shutdown()
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(rows, f, indent=2)
     print("| workers | verdicts | wall s | verdicts/min | efficiency |")
     print("|---|---|---|---|---|")
     for r in rows:
