@@ -16,6 +16,9 @@ start with `run` and `precision`: every metric is per precision policy. Rules sh
 
 from __future__ import annotations
 
+import json
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -312,3 +315,45 @@ def sol_fraction_of_best(
     if best.empty:
         return pd.DataFrame(columns=cols)
     return best[cols]
+
+
+_COMPILER_SEED = re.compile(
+    r"A seed from torch\.compile: Inductor's Triton for .*? \(mode ([\w-]+)"
+)
+
+
+def seed_kind(source: str | None) -> str:
+    """Where a seed came from: `inductor:<mode>` for a compiler seed (its docstring says so),
+    else `builtin`."""
+    m = _COMPILER_SEED.search(source or "")
+    return f"inductor:{m.group(1)}" if m else "builtin"
+
+
+def _short_reason(reason: str | None) -> str:
+    first = (reason or "").strip().splitlines()[0] if (reason or "").strip() else ""
+    return re.sub(r" at line \d+$", "", first)
+
+
+def seed_outcomes(candidates: pd.DataFrame, events: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every seed a run started from, once per (run, workload, backend, source): `seed` (its
+    kind, see `seed_kind`; needs the `source` column), `status` and `reason` (of its first
+    verdict, islands judge the same seed alike; empty when correct). With `events`, also
+    each compiler seed that could not be made (a `seed` event with made=false) as status
+    `not made`, with its reason. Columns: run, workload, backend, seed, status, reason."""
+    cols = ["run", "workload", "backend", "seed", "status", "reason"]
+    df = evaluated(candidates)
+    df = df[df["operator"].eq("seed")]
+    rows = []
+    for _, r in df.drop_duplicates(["run", "workload", "backend", "source_hash"]).iterrows():
+        reason = "" if r["status"] == "correct" else _short_reason(r["reason"])
+        rows.append([r["run"], r["workload"], r["backend"], seed_kind(r.get("source")),
+                     r["status"], reason])  # fmt: skip
+    if events is not None and len(events):
+        for _, e in events[events["kind"].eq("seed")].iterrows():
+            d = json.loads(e["detail"] or "{}")
+            if d.get("made") is False:
+                mode = d.get("mode")
+                seed = f"inductor:{mode}" if mode else "inductor"
+                rows.append([e.get("run", ""), d.get("workload", ""), "triton", seed,
+                             "not made", _short_reason(d.get("reason"))])  # fmt: skip
+    return pd.DataFrame(rows, columns=cols)

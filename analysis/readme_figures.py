@@ -12,7 +12,7 @@ import sys
 import matplotlib
 
 from analysis.load import AnalysisError, load_run
-from analysis.metrics import DEFAULT_PS, best_per_workload, fast_p_table
+from analysis.metrics import DEFAULT_PS, best_per_workload, fast_p_table, seed_outcomes
 from analysis.plots import plot_trajectories
 from analysis.report import COLUMNS
 
@@ -40,6 +40,15 @@ def markdown_tables(candidates) -> str:
     return "\n".join(lines)
 
 
+def seed_table(seeds) -> str:
+    """How the run's seeds fared: counts per (kind, status, reason), in Markdown."""
+    counts = seeds.groupby(["seed", "status", "reason"], sort=True).size()
+    lines = ["| seed | status | reason | seeds |", "|---|---|---|---|"]
+    for (seed, status, reason), n in counts.items():
+        lines.append(f"| {seed} | {status} | {reason or '-'} | {n} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir")
@@ -47,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     matplotlib.use("Agg")
     try:
-        run = load_run(args.run_dir, columns=COLUMNS)
+        run = load_run(args.run_dir, columns=[*COLUMNS, "source_hash", "reason", "source"])
     except AnalysisError as e:
         print(f"readme_figures: {e}", file=sys.stderr)
         return 2
@@ -56,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     fig.savefig(args.out, dpi=110)
     print(f"wrote {args.out}\n")
     print(markdown_tables(run.candidates))
+    seeds = seed_outcomes(run.candidates, run.events)
+    if len(seeds):
+        print("\n" + seed_table(seeds))
     return 0
 
 

@@ -249,3 +249,55 @@ def test_status_counts_leave_migrants_out(hand):
     wc = one(counts, precision="fp32", workload="builtin:wc")
     assert (wc["mismatch"], wc["rejected"], wc["correct"]) == (1, 1, 0)
     assert one(counts, precision="bf16", workload="builtin:wb")["timeout"] == 1
+
+
+def test_seed_outcomes_name_each_seed_once_with_its_kind_status_and_reason():
+    import json as _json
+
+    import pandas as pd
+
+    compiler = '"""A seed from torch.compile: Inductor\'s Triton for kb:x (mode {m}, torch 2.11).'
+    rows = [  # two islands judged the same two seeds of kb:x; a builtin seed for b:y
+        ("r", "kb:x", "k|triton|0", "h1", compiler.format(m="default"), "rejected",
+         "guardrail: a library GEMM call 'extern_kernels.mm' (cuBLAS) at line 51"),
+        ("r", "kb:x", "k|triton|1", "h1", compiler.format(m="default"), "rejected",
+         "guardrail: a library GEMM call 'extern_kernels.mm' (cuBLAS) at line 51"),
+        ("r", "kb:x", "k|triton|0", "h2", compiler.format(m="max-autotune"), "correct",
+         "matches the reference; median 5.7 ms"),
+        ("r", "kb:x", "k|triton|1", "h2", compiler.format(m="max-autotune"), "correct",
+         "matches the reference; median 5.8 ms"),
+        ("r", "b:y", "y|triton|0", "h3", '"""Triton seed for y."""', "correct", "ok"),
+    ]  # fmt: skip
+    cand = pd.DataFrame(
+        [
+            {"run": r, "workload": w, "backend": "triton", "island": i, "source_hash": h,
+             "source": src, "status": st, "reason": why, "operator": "seed", "step": 0,
+             "is_migrant": False, "precision": "fp32", "created_at": pd.Timestamp(k, unit="s")}
+            for k, (r, w, i, h, src, st, why) in enumerate(rows)
+        ]
+        + [{"run": "r", "workload": "kb:x", "backend": "triton", "island": "k|triton|0",
+            "source_hash": "h4", "source": compiler.format(m="default"), "status": "correct",
+            "reason": "", "operator": "offline_mutate", "step": 2, "is_migrant": False,
+            "precision": "fp32", "created_at": pd.Timestamp(9, unit="s")}]
+    )  # fmt: skip
+    events = pd.DataFrame(
+        [
+            {"run": "r", "kind": "seed", "detail": _json.dumps(
+                {"workload": "kb:z", "mode": "default", "made": False,
+                 "reason": "Inductor wrote no Triton kernel (library calls only)"})},
+            {"run": "r", "kind": "seed", "detail": _json.dumps(
+                {"workload": "kb:x", "mode": "max-autotune", "made": True})},
+            {"run": "r", "kind": "placement", "detail": "{}"},
+        ]
+    )  # fmt: skip
+    out = analysis.seed_outcomes(cand, events)
+    got = sorted(map(tuple, out[["workload", "seed", "status", "reason"]].values.tolist()))
+    assert got == [
+        ("b:y", "builtin", "correct", ""),
+        ("kb:x", "inductor:default", "rejected",
+         "guardrail: a library GEMM call 'extern_kernels.mm' (cuBLAS)"),
+        ("kb:x", "inductor:max-autotune", "correct", ""),
+        ("kb:z", "inductor:default", "not made",
+         "Inductor wrote no Triton kernel (library calls only)"),
+    ]  # fmt: skip
+    assert list(analysis.seed_outcomes(cand).status) == ["rejected", "correct", "correct"]
