@@ -28,6 +28,7 @@ from analysis.metrics import (
     correctness_rate,
     fast_p_table,
     geomean_speedup,
+    seed_outcomes,
     status_counts,
     workload_cost,
 )
@@ -37,7 +38,7 @@ COLUMNS = [
     "run_id", "candidate_id", "workload", "backend", "island", "step", "parent_ids",
     "operator", "model", "llm_call_id", "status", "precision", "comparable", "runtime_ms",
     "speedup_vs_eager", "speedup_vs_compile", "sol_fraction", "fitness", "eval_seconds",
-    "created_at", "is_migrant", "device",
+    "created_at", "is_migrant", "device", "reason", "source_hash",
 ]  # fmt: skip
 _CPU_NOTE = (
     "No row of this run was timed comparably (a CPU/interpreter run): its speed figures use "
@@ -228,6 +229,12 @@ def _run_section(lineage: Lineage, run: str, include_incomparable: bool | None) 
     out.append("<h3>Statuses</h3>")
     out.append(_img(plots.plot_status_breakdown(c, "operator"), "statuses by operator"))
     out.append(_img(plots.plot_status_breakdown(c, "model"), "statuses by model"))
+    seeds = c[c["operator"].eq("seed")]
+    if len(seeds):  # where each island started, and how each seed fared
+        src = read_sources(lineage.paths[run], list(seeds["candidate_id"]))
+        table = seed_outcomes(seeds.assign(source=seeds["candidate_id"].map(src)), sub.events)
+        out.append("<h3>Seeds</h3>")
+        out.append(_table(table.drop(columns=["run"]), {}, "seeds"))
     out.append("<h3>How the best kernels came to be</h3>")
     for workload in sorted(c["workload"].dropna().unique())[:_MAX_TREES]:
         try:

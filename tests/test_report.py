@@ -129,6 +129,13 @@ def test_several_runs_get_a_side_by_side_comparison(hand_dir, real_dir, tmp_path
     # the CPU run's own section uses interpreter timings, and says so
     assert "interpreter timings" in Path(out).read_text()
     assert len(page.tables["workloads"][0]) - 1 == 4  # the first run's per-workload table
+    # the CPU run (the second section) started its islands from builtin seeds, judged correct
+    hand_seeds, cpu_seeds = page.tables["seeds"]
+    assert {(r["seed"], r["status"]) for r in by_header(cpu_seeds)} == {("builtin", "correct")}
+    assert {r["workload"] for r in by_header(cpu_seeds)} == {
+        "builtin:matmul",
+        "builtin:scaled_gelu",
+    }
 
 
 _PROBE = """<script>
