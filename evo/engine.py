@@ -105,7 +105,9 @@ class Engine:
             work = run_workloads(self.cfg)
             if self.worker_cls is None:  # torch.compile's Triton as seeds (seed_kernels: inductor)
                 gpus = self.pool.workers if self.pool.gpu else []
-                work = add_compiler_seeds(self.cfg, self.rd, gpus, work, self._event, self.quiet)
+                work = add_compiler_seeds(
+                    self.cfg, self.rd, gpus, work, self._event, self.quiet, self.resume
+                )
         except BaseException:  # the events written so far (the seeds') are kept
             for wkr in self.pool.workers:
                 ray.kill(wkr)

@@ -22,20 +22,30 @@ from evo.workset import RunWorkload
 from fitness.errors import EvoError
 from fitness.workloads import resolve_workload
 
+PER_WORKER = 2  # compilations at once on one fitness worker
+
 
 def seed_path(workload: str) -> str:
     return f"artifacts/seeds/{workload.replace(':', '_').replace('/', '_')}.json"
 
 
 def add_compiler_seeds(
-    cfg: RunConfig, rd: RunDir, workers: list, work: list[RunWorkload], event, quiet: bool
+    cfg: RunConfig,
+    rd: RunDir,
+    workers: list,
+    work: list[RunWorkload],
+    event,
+    quiet: bool,
+    resume: bool = False,
 ) -> list[RunWorkload]:
     """`work` with each workload's Triton seeds extended by its compiler seeds. A backend left
     with no seed and no model to write one is dropped (a `seed` event says so), and so is a
-    workload left with no backend; none left at all is an error."""
+    workload left with no backend; none left at all is an error. A resume compiles nothing:
+    its islands restart from the seeds the run began with (a workload whose compilation had
+    failed stays without them, as its checkpoint has it)."""
     if cfg.seed_kernels != "inductor" or "triton" not in cfg.backends:
         return work
-    if not workers:
+    if not workers and not resume:
         raise EvoError(
             "seed_kernels: inductor needs a GPU fitness worker: torch.compile "
             "writes Triton for CUDA tensors only"
@@ -43,7 +53,7 @@ def add_compiler_seeds(
     kb_root = cfg.kernelbench.root if cfg.kernelbench else None
     todo = []
     for r in work:
-        if rd.exists(seed_path(r.name)):
+        if resume or rd.exists(seed_path(r.name)):
             continue
         if resolve_workload(r.name, kb_root).shapes:
             # Inductor specializes to the one shape it compiled; the judge also checks a
@@ -58,7 +68,8 @@ def add_compiler_seeds(
     _compile(cfg, rd, workers, todo, event, quiet)
     out = []
     for r in work:
-        record = json.loads(rd.read_text(seed_path(r.name)))
+        path = seed_path(r.name)  # none: compilation failed this time; a resume tries again
+        record = json.loads(rd.read_text(path)) if rd.exists(path) else {"seeds": []}
         seeds = dict(r.seeds)
         made = [
             {"source": s["source"], "description": _description(s)}
@@ -68,6 +79,8 @@ def add_compiler_seeds(
         seeds["triton"] = [*seeds.get("triton", []), *made]
         if not seeds["triton"] and not cfg.llm.active:
             del seeds["triton"]
+            if resume:
+                continue
             event(
                 "seed",
                 "",
@@ -94,15 +107,25 @@ def _compile(cfg: RunConfig, rd: RunDir, workers: list, names: list[str], event,
     if not names:
         return
     kb_root = cfg.kernelbench.root if cfg.kernelbench else None
-    pending = {}
-    for i, name in enumerate(names):
-        w = workers[i % len(workers)]
-        req = {"workload": name, "kernelbench_root": kb_root}
-        pending[w.compiler_seeds.remote(req)] = name
+    queue = list(enumerate(names))
+    pending: dict = {}  # ref -> (name, worker index)
+    busy = [0] * len(workers)
+
+    def submit() -> None:  # at most PER_WORKER at once on each: Inductor's autotuner times
+        while queue and min(busy) < PER_WORKER:
+            k = busy.index(min(busy))
+            _, name = queue.pop(0)
+            req = {"workload": name, "kernelbench_root": kb_root}
+            pending[workers[k].compiler_seeds.remote(req)] = (name, k)
+            busy[k] += 1
+
+    submit()
     t0, done = time.monotonic(), 0
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
-        name = pending.pop(ready[0])
+        name, k = pending.pop(ready[0])
+        busy[k] -= 1
+        submit()
         try:
             got = ray.get(ready[0])
         except ray.exceptions.RayError as e:
@@ -115,7 +138,8 @@ def _compile(cfg: RunConfig, rd: RunDir, workers: list, names: list[str], event,
             event("seed", "", detail)
         if got.get("error"):
             event("seed", "", {"workload": name, "made": False, "reason": got["error"]})
-        rd.write_text(seed_path(name), json.dumps({"workload": name, **got}))
+        if seeds or not got.get("error"):  # a failed compilation is not kept: retried later
+            rd.write_text(seed_path(name), json.dumps({"workload": name, **got}))
         done += 1
         if not quiet:
             made = sum(1 for s in seeds if s.get("source"))

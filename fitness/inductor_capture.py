@@ -91,7 +91,7 @@ def _child_main(job_path: str) -> None:
 
     job = json.loads(Path(job_path).read_text())
     mod = import_workload_module(Path(job["workload_path"]), job["overrides"])
-    model = build_model(mod, mod.Model, "cuda").eval()
+    model = build_model(mod, mod.Model, "cuda")  # in the mode the judge runs it (training)
     inputs = make_inputs(mod, Round(seed=0), "cuda")
     with torch.no_grad():
         ref = model(*inputs)

@@ -314,13 +314,18 @@ class _CallRewriter(ast.NodeTransformer):
     def _launch(self, name: str, call: ast.Call) -> ast.Call:
         info = self.infos[name]
         sig = info["signature"]
-        params = [p for p, kind in sig.items() if kind != "constexpr"]
         args = list(call.args)
         grid_type = info.get("grid_type", "")
         cfg = info["config"]
         kwargs = dict(cfg.get("kwargs", {}))
+        n_args = len(args) - (3 if grid_type == "FixedGrid" else 0)
+        # Inductor passes every parameter its config does not set by position, a constexpr
+        # numel (`xnumel` of a reduction to one value) included; older versions left those out.
+        params = [p for p in sig if p not in kwargs]
+        if n_args != len(params):
+            params = [p for p, kind in sig.items() if kind != "constexpr"]
         for p, kind in sig.items():
-            if kind == "constexpr" and p not in kwargs:
+            if kind == "constexpr" and p not in kwargs and p not in params:
                 if p not in info.get("constants", {}):
                     raise SeedError(f"kernel {name}: no value for its constexpr {p}")
                 kwargs[p] = info["constants"][p]

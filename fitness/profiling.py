@@ -102,7 +102,7 @@ def capture_profile(
         job["env"] = dict(env or {})
         job["run_as"] = run_as
         _run_child(job, tmp, timeout_s, prefix=[])
-        raw = json.loads(Path(job["out_path"]).read_text())
+        raw = json.loads(_read_own(Path(job["out_path"])))
         profile = _profile_from_child(raw, workload.name, own, result, precision)
         if device == "cuda":
             ncu_bin = shutil.which("ncu")
@@ -165,7 +165,7 @@ def _ncu_capture(
             stderr = _run_child(job, tmp, timeout_s, prefix=prefix)
         except ProfileError as exc:
             stderr = error = str(exc)
-        table = log.read_text(errors="replace") if log.exists() else ""
+        table = _read_own(log) if log.exists() else ""
         missing = unsupported_metrics(table + "\n" + stderr, metrics)
         if attempt == 0 and missing and len(missing) < len(metrics):
             metrics = [m for m in metrics if m not in missing]
@@ -183,7 +183,7 @@ def _ncu_capture(
 def _run_child(job: dict, tmp: str, timeout_s: float, prefix: list[str]) -> str:
     """Run the child (under `prefix`, e.g. ncu); returns its stderr, raises ProfileError."""
     job_path = Path(tmp) / f"job_{job['mode']}.json"
-    job_path.write_text(json.dumps(job))
+    _write_own(job_path, json.dumps(job))
     from fitness.isolation import ENV_KEEP
 
     env = {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith("NV")}
@@ -197,17 +197,20 @@ def _run_child(job: dict, tmp: str, timeout_s: float, prefix: list[str]) -> str:
         # sandboxed, and the child, no longer root, leaves its privileges alone.
         dirs = [tmp, job.get("env", {}).get("TORCH_EXTENSIONS_DIR", "")]
         preexec = lambda: _drop_privileges(job["run_as"], dirs)  # noqa: E731
-    proc = subprocess.Popen(
-        cmd,
-        preexec_fn=preexec,
-        cwd=tmp,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            preexec_fn=preexec,
+            cwd=tmp,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    except (OSError, subprocess.SubprocessError) as e:  # the sandbox could not be entered
+        raise ProfileError(f"could not start the profiling child: {e}") from None
     try:
         _, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -221,6 +224,24 @@ def _run_child(job: dict, tmp: str, timeout_s: float, prefix: list[str]) -> str:
             f"profiling child exited with {proc.returncode}; stderr tail:\n{_tail(stderr)}"
         )
     return stderr
+
+
+def _write_own(path: Path, text: str) -> None:
+    """Write a file afresh in a folder the sandbox user owns: never through a link it left."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def _read_own(path: Path) -> str:
+    """Read what the child wrote, refusing a link (it could point at a file of root's)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise ProfileError(f"cannot read {path.name}: {e}") from None
+    with os.fdopen(fd, errors="replace") as f:
+        return f.read()
 
 
 def _tail(text: str) -> str:

@@ -42,7 +42,14 @@ ATEN_COMPUTE = frozenset(
     log_softmax _log_softmax layer_norm native_layer_norm group_norm native_group_norm
     batch_norm native_batch_norm sum mean amax amin max min norm linalg_vector_norm
     cumsum addcmul where clamp pow sqrt rsqrt erf einsum scaled_dot_product_attention
-    _scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention""".split()
+    _scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention
+    argmax argmin sort topk cumprod cummax cummin prod var std var_mean std_mean logsumexp
+    softplus hardtanh elu leaky_relu mish hardswish hardsigmoid selu celu dot mv addmv
+    conv_transpose1d conv_transpose2d conv_transpose3d max_pool1d max_pool2d max_pool3d
+    max_pool2d_with_indices max_pool3d_with_indices avg_pool1d avg_pool2d avg_pool3d
+    adaptive_avg_pool2d adaptive_max_pool2d instance_norm mse_loss l1_loss smooth_l1_loss
+    huber_loss nll_loss cross_entropy_loss kl_div cosine_similarity triplet_margin_loss
+    hinge_embedding_loss""".split()
 )
 
 

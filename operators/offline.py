@@ -41,6 +41,9 @@ GROUPS = (1, 2, 4, 8, 16)
 DOT_BLOCKS = tuple(2**i for i in range(4, 9))  # 16 .. 256
 FLAT_BLOCKS = tuple(2**i for i in range(5, 14))  # 32 .. 8192
 INDUCTOR_BLOCKS = tuple(2**i for i in range(0, 14))  # 1 .. 8192
+# Inductor drops a kernel's masks where numel is a multiple of its largest block for that
+# dimension (TRITON_MAX_BLOCK: X 4096, Y and Z 1024): a block above it would run past the end.
+INDUCTOR_MAX_BLOCK = {"X": 4096, "Y": 1024, "Z": 1024}
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,9 @@ def valid_values(param: Param) -> tuple[int, ...]:
     """The values `param` may take, ascending.
 
     Tiles named *_M, *_N or *_K feed tl.dot: powers of two in [16, 256]. Inductor's blocks
-    (XBLOCK, R0_BLOCK, ...) are powers of two in [1, 8192], other block sizes in [32, 8192],
-    both never below an eighth of the value in the source.
+    (XBLOCK, R0_BLOCK, ...) are powers of two in [1, 8192] (XBLOCK at most 4096, YBLOCK and
+    ZBLOCK 1024: Inductor's own limits, which its mask-free kernels rely on), other block
+    sizes in [32, 8192], both never below an eighth of the value in the source.
     """
     if param.kind == "warps":
         return WARPS
@@ -91,7 +95,8 @@ def valid_values(param: Param) -> tuple[int, ...]:
         return DOT_BLOCKS
     floor = 1 << (max(param.value, 1).bit_length() - 1)  # the power of two at or below it
     if _INDUCTOR_BLOCK.fullmatch(param.name):  # a reduction's XBLOCK may be 1
-        return tuple(v for v in INDUCTOR_BLOCKS if floor // 8 <= v)
+        cap = INDUCTOR_MAX_BLOCK.get(param.name[0], INDUCTOR_BLOCKS[-1])
+        return tuple(v for v in INDUCTOR_BLOCKS if floor // 8 <= v <= cap)
     return tuple(v for v in FLAT_BLOCKS if v >= floor // 8)
 
 

@@ -192,3 +192,38 @@ def test_a_workload_with_shapes_keeps_its_builtin_seed_and_says_why_it_got_no_co
     events = read_frame(str(tmp_path / "run"), "events")
     (detail,) = [json.loads(d) for d in events[events.kind == "seed"].detail]
     assert detail["made"] is False and "SHAPES" in detail["reason"]
+
+
+def test_a_constexpr_numel_passed_by_position_is_launched_by_position():
+    """A reduction to one value: Inductor marks xnumel constexpr yet passes it by position."""
+    workload, capture = load("softmax_scale")
+    cap = copy.deepcopy(capture["modes"]["default"])
+    (info,) = cap["kernels"].values()
+    info["signature"]["xnumel"] = "constexpr"
+    info["constants"] = {"xnumel": 2048}
+    source, _ = seed_source(cap, workload, "default", "2.11")
+    assert re.search(
+        r"\[_grid\(\(2048, 'XBLOCK'\)\)\]\(arg0_1, buf2, 2048, 3000, XBLOCK=1,", source
+    )
+    assert "xnumel=" not in source
+
+
+def test_a_resume_compiles_nothing_and_keeps_the_seeds_the_run_began_with(tmp_path):
+    from evo.rundir import RunDir
+    from evo.seeding import add_compiler_seeds, seed_path
+    from evo.workset import run_workloads
+
+    path = str(WORKLOADS / "softmax_scale.py")
+    cfg = load_config_dict(engine_config(tmp_path, [path]))
+    rd = RunDir(str(tmp_path / "run"))
+    (seed,) = by_mode("softmax_scale").values()
+    rd.write_text(seed_path(path), json.dumps({"workload": path, "seeds": [seed.to_dict()]}))
+    events = []
+    (work,) = add_compiler_seeds(
+        cfg, rd, [], run_workloads(cfg), lambda *e: events.append(e), True, resume=True
+    )
+    assert [s["source"] for s in work.seeds["triton"]] == [seed.source]
+    assert work.seeds["triton"][0]["description"] == "torch.compile (Inductor, mode default)"
+    assert events == []  # nothing compiled, nothing new to say
+    with pytest.raises(EvoError, match="needs a GPU fitness worker"):
+        add_compiler_seeds(cfg, rd, [], run_workloads(cfg), lambda *e: None, True)

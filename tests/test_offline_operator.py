@@ -491,12 +491,16 @@ def test_names_merely_like_inductors_are_not_tunable(name):
     assert param_kind(name) is None
 
 
-def test_inductor_blocks_are_powers_of_two_from_1_to_8192():
-    assert valid_values(Param("XBLOCK", 1, 0, 1, "block")) == tuple(2**i for i in range(14))
+def test_inductor_blocks_are_powers_of_two_within_inductors_own_limits():
+    """Up to 8192, but XBLOCK at most 4096 and YBLOCK/ZBLOCK 1024: Inductor leaves the masks
+    out where numel is a multiple of those, so a larger block would write past the end."""
+    assert valid_values(Param("XBLOCK", 1, 0, 1, "block")) == tuple(2**i for i in range(13))
     assert valid_values(Param("R0_BLOCK", 8, 0, 1, "block")) == tuple(2**i for i in range(14))
-    assert valid_values(Param("YBLOCK", 1024, 0, 1, "block")) == tuple(2**i for i in range(7, 14))
+    assert valid_values(Param("YBLOCK", 1024, 0, 1, "block")) == tuple(2**i for i in range(7, 11))
+    assert valid_values(Param("ZBLOCK", 64, 0, 1, "block"))[-1] == 1024
     assert min(valid_values(Param("RBLOCK", 1000, 0, 1, "block"))) == 64  # 512 // 8
-    assert min(valid_values(Param("XBLOCK", 8192, 0, 1, "block"))) == 1024
+    assert valid_values(Param("XBLOCK", 4096, 0, 1, "block")) == (512, 1024, 2048, 4096)
+    assert neighbours(Param("XBLOCK", 4096, 0, 1, "block")) == (2048,)
     # other block sizes keep their floor of 32
     assert min(valid_values(Param("BLOCK_SIZE", 8, 0, 1, "block"))) == 32
 
