@@ -9,6 +9,7 @@ unless the experiment allows library GEMMs (guardrails.allow_library_gemm).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -25,8 +26,14 @@ from fitness.workloads import resolve_workload
 PER_WORKER = 2  # compilations at once on one fitness worker
 
 
-def seed_path(workload: str) -> str:
-    return f"artifacts/seeds/{workload.replace(':', '_').replace('/', '_')}.json"
+def seed_path(workload: str, rd: RunDir | None = None) -> str:
+    """Where a workload's compiler seeds are kept: its name made a file name, with a hash of
+    the name (two paths may flatten alike). With `rd`, an existing file of the older scheme
+    (the flat name alone) is found too."""
+    flat = workload.replace(":", "_").replace("/", "_")
+    path = f"artifacts/seeds/{flat}-{hashlib.sha1(workload.encode()).hexdigest()[:8]}.json"
+    legacy = f"artifacts/seeds/{flat}.json"
+    return legacy if rd is not None and not rd.exists(path) and rd.exists(legacy) else path
 
 
 def add_compiler_seeds(
@@ -53,7 +60,7 @@ def add_compiler_seeds(
     kb_root = cfg.kernelbench.root if cfg.kernelbench else None
     todo = []
     for r in work:
-        if resume or rd.exists(seed_path(r.name)):
+        if resume or rd.exists(seed_path(r.name, rd)):
             continue
         if resolve_workload(r.name, kb_root).shapes:
             # Inductor specializes to the one shape it compiled; the judge also checks a
@@ -68,7 +75,7 @@ def add_compiler_seeds(
     _compile(cfg, rd, workers, todo, event, quiet)
     out = []
     for r in work:
-        path = seed_path(r.name)  # none: compilation failed this time; a resume tries again
+        path = seed_path(r.name, rd)  # none: compilation failed, or a resume tries again
         record = json.loads(rd.read_text(path)) if rd.exists(path) else {"seeds": []}
         seeds = dict(r.seeds)
         made = [

@@ -217,6 +217,21 @@ class _Verdict(Exception):
         self.status, self.reason, self.caught_by, self.log = status, reason, caught_by, log
 
 
+def own_kernel_ran(
+    trace: dict, names: list[str], own: dict, device: str, backend: str, library_gemm: bool
+) -> bool:
+    """Whether a kernel the candidate defines ran in its forward. On a GPU the profiler's
+    kernel names must contain one of the candidate's; where library GEMMs are allowed, a
+    Triton candidate must also have launched one of its own by exact name (the launch
+    counter), since a cuBLAS kernel's name may contain a short one such as `gemm`."""
+    if device != "cuda":
+        return any(c > 0 for c in own.values())
+    ran = any(any(n in k for n in names) for k in trace.get("kernels", []))
+    if ran and library_gemm and backend == "triton":
+        return any(c > 0 for c in own.values())
+    return ran
+
+
 def evaluate(source: str, workload: Workload, options: EvalOptions | None = None) -> EvalResult:
     """The full verdict for one candidate's source on one workload (baselines included)."""
     opts = (options or EvalOptions()).resolved()
@@ -479,11 +494,8 @@ class _Protocol:
                 f"falls back to PyTorch: aten::{aten[0]} ran inside forward (launch trace)",
                 "runtime",
             )
-        if self.opts.device == "cuda":
-            ran = [k for k in trace.get("kernels", []) if any(n in k for n in names)]
-        else:
-            ran = [k for k, c in own.items() if c > 0]
-        if not ran:
+        library_gemm = self.opts.guardrails.allow_library_gemm
+        if not own_kernel_ran(trace, names, own, self.opts.device, self.opts.backend, library_gemm):
             raise _Verdict(
                 Status.REJECTED, "no kernel of the candidate's own ran (launch trace)", "runtime"
             )

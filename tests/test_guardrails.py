@@ -312,3 +312,22 @@ def test_pytorch_compute_in_a_jit_function_called_through_fn_is_refused():
     )
     assert "helper.fn(x)" in source and "torch.matmul" in source
     assert not check(source, "triton").ok
+
+
+def test_with_library_gemms_allowed_a_triton_candidate_must_launch_its_own_kernel():
+    """cuBLAS kernel names contain `gemm`: a dummy Triton kernel of that name, never launched,
+    does not count as the candidate's own kernel once library GEMMs are allowed."""
+    from fitness.judge import own_kernel_ran
+
+    trace = {"kernels": ["sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x32"]}
+    assert own_kernel_ran(trace, ["gemm"], {}, "cuda", "triton", library_gemm=False)
+    assert not own_kernel_ran(trace, ["gemm"], {}, "cuda", "triton", library_gemm=True)
+    assert not own_kernel_ran(trace, ["gemm"], {"gemm": 0}, "cuda", "triton", library_gemm=True)
+    launched = {"gemm": 3}
+    assert own_kernel_ran(trace, ["gemm"], launched, "cuda", "triton", library_gemm=True)
+    trace = {"kernels": ["triton_poi_fused_addmm_relu_0", "sm90_xmma_gemm_f32f32"]}
+    own = {"triton_poi_fused_addmm_relu_0": 220}
+    assert own_kernel_ran(trace, list(own), own, "cuda", "triton", library_gemm=True)
+    assert not own_kernel_ran({"kernels": []}, ["k"], {"k": 1}, "cuda", "triton", False)
+    assert own_kernel_ran({}, ["k"], {"k": 1}, "cpu", "triton", False)  # the interpreter
+    assert not own_kernel_ran({}, ["k"], {"k": 0}, "cpu", "triton", False)

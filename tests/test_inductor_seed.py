@@ -227,3 +227,16 @@ def test_a_resume_compiles_nothing_and_keeps_the_seeds_the_run_began_with(tmp_pa
     assert events == []  # nothing compiled, nothing new to say
     with pytest.raises(EvoError, match="needs a GPU fitness worker"):
         add_compiler_seeds(cfg, rd, [], run_workloads(cfg), lambda *e: None, True)
+
+
+def test_seed_files_of_two_paths_that_flatten_alike_do_not_collide(tmp_path):
+    from evo.rundir import RunDir
+    from evo.seeding import seed_path
+
+    a, b = "/a/b_c.py", "/a_b/c.py"
+    assert seed_path(a) != seed_path(b)
+    rd = RunDir(str(tmp_path / "run"))
+    rd.write_text("artifacts/seeds/_a_b_c.py.json", "{}")  # a run from before the hash
+    assert seed_path(a, rd) == "artifacts/seeds/_a_b_c.py.json"
+    rd.write_text(seed_path(b), "{}")
+    assert seed_path(b, rd) == seed_path(b)
