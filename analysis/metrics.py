@@ -330,8 +330,9 @@ def seed_kind(source: str | None) -> str:
 
 
 def _short_reason(reason: str | None) -> str:
-    first = (reason or "").strip().splitlines()[0] if (reason or "").strip() else ""
-    return re.sub(r" at line \d+$", "", first)
+    """The first line of a reason, without its source line number."""
+    lines = (reason or "").strip().splitlines()
+    return re.sub(r" at line \d+$", "", lines[0]) if lines else ""
 
 
 def seed_outcomes(candidates: pd.DataFrame, events: pd.DataFrame | None = None) -> pd.DataFrame:

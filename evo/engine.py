@@ -64,6 +64,8 @@ class Engine:
         self.spent_workloads: set[str] = set()  # their own evaluation cap is spent
         self.epochs: dict[str, int] = {}  # deterministic mode: migrations done per workload
         self._extra_shapes: dict[str, list[dict]] = {}  # a geomean metric's other shapes
+        self.hosts: dict = {}  # workload -> its island host (none until the run has started)
+        self.drafter = self.advisor = None
 
     def run(self, from_run: str | None = None) -> dict:
         self.rd.lock()
@@ -109,9 +111,7 @@ class Engine:
                     self.cfg, self.rd, gpus, work, self._event, self.quiet, self.resume
                 )
         except BaseException:  # the events written so far (the seeds') are kept
-            for wkr in self.pool.workers:
-                ray.kill(wkr)
-            self.events.close()
+            self._shutdown()
             raise
         seeds = {r.name: r.seeds for r in work}
         self._extra_shapes = {r.name: r.extra_shapes for r in work}

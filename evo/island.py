@@ -42,9 +42,8 @@ class IslandHost:
         pop_cfg, sel = cfg["population"], dict(cfg["selection"])
         self.deterministic = bool(cfg.get("deterministic"))
         self.seed = int(cfg.get("seed", 0))
-        # backend -> its seeds, [{"source", "description"}], proposed at steps 0, 1, ...; a
-        # plain source (or None: no seed) is read as a list of one (or none)
-        self.seeds = {b: _seed_list(v) for b, v in seeds.items()}
+        # backend -> its seeds, [{"source", "description"}], proposed at steps 0, 1, ...
+        self.seeds = {b: list(v) for b, v in seeds.items()}
         self.islands = [
             island_name(workload, b, i) for b in self.seeds for i in range(pop_cfg["islands"])
         ]
@@ -483,12 +482,3 @@ def _draw(weights: dict[str, float], rng: random.Random) -> str:
         if r < 0:
             return k
     return k
-
-
-def _seed_list(value) -> list[dict]:
-    """A backend's seeds as a list of {"source", "description"}."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [{"source": value, "description": ""}]
-    return [dict(v) for v in value]

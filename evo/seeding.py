@@ -21,7 +21,6 @@ from evo.config import RunConfig
 from evo.rundir import RunDir
 from evo.workset import RunWorkload
 from fitness.errors import EvoError
-from fitness.workloads import resolve_workload
 
 PER_WORKER = 2  # compilations at once on one fitness worker
 
@@ -57,25 +56,21 @@ def add_compiler_seeds(
             "seed_kernels: inductor needs a GPU fitness worker: torch.compile "
             "writes Triton for CUDA tensors only"
         )
-    kb_root = cfg.kernelbench.root if cfg.kernelbench else None
     todo = []
     for r in work:
         if resume or rd.exists(seed_path(r.name, rd)):
             continue
-        if resolve_workload(r.name, kb_root).shapes:
+        if r.has_shapes:
             # Inductor specializes to the one shape it compiled; the judge also checks a
             # workload's SHAPES, where such a seed would read out of bounds.
             why = "compiler seeds hold one shape, and this workload's SHAPES are checked too"
             event("seed", "", {"workload": r.name, "made": False, "reason": why})
-            rd.write_text(
-                seed_path(r.name), json.dumps({"workload": r.name, "seeds": [], "error": why})
-            )
             continue
         todo.append(r.name)
     _compile(cfg, rd, workers, todo, event, quiet)
     out = []
     for r in work:
-        path = seed_path(r.name, rd)  # none: compilation failed, or a resume tries again
+        path = seed_path(r.name, rd)  # none: not compiled, or compilation failed
         record = json.loads(rd.read_text(path)) if rd.exists(path) else {"seeds": []}
         seeds = dict(r.seeds)
         made = [
@@ -114,14 +109,14 @@ def _compile(cfg: RunConfig, rd: RunDir, workers: list, names: list[str], event,
     if not names:
         return
     kb_root = cfg.kernelbench.root if cfg.kernelbench else None
-    queue = list(enumerate(names))
+    queue = list(names)
     pending: dict = {}  # ref -> (name, worker index)
     busy = [0] * len(workers)
 
     def submit() -> None:  # at most PER_WORKER at once on each: Inductor's autotuner times
         while queue and min(busy) < PER_WORKER:
             k = busy.index(min(busy))
-            _, name = queue.pop(0)
+            name = queue.pop(0)
             req = {"workload": name, "kernelbench_root": kb_root}
             pending[workers[k].compiler_seeds.remote(req)] = (name, k)
             busy[k] += 1
@@ -145,7 +140,7 @@ def _compile(cfg: RunConfig, rd: RunDir, workers: list, names: list[str], event,
             event("seed", "", detail)
         if got.get("error"):
             event("seed", "", {"workload": name, "made": False, "reason": got["error"]})
-        if seeds or not got.get("error"):  # a failed compilation is not kept: retried later
+        if seeds or not got.get("error"):  # a failed compilation is not kept (a new run retries)
             rd.write_text(seed_path(name), json.dumps({"workload": name, **got}))
         done += 1
         if not quiet:

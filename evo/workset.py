@@ -18,6 +18,7 @@ class RunWorkload:
     # (a model), or from compiler seeds the engine adds (seed_kernels: inductor)
     seeds: dict[str, list[dict]]
     extra_shapes: list[dict] = field(default_factory=list)
+    has_shapes: bool = False  # the workload lists SHAPES (the judge checks them too)
 
 
 def run_workloads(cfg: RunConfig) -> list[RunWorkload]:
@@ -42,7 +43,7 @@ def run_workloads(cfg: RunConfig) -> list[RunWorkload]:
                 "one from the reference (seed_kernels: inductor seeds Triton islands from "
                 "torch.compile on a GPU)"
             )
-        out.append(RunWorkload(w.name, seeds, extra_shapes(cfg, w)))
+        out.append(RunWorkload(w.name, seeds, extra_shapes(cfg, w), bool(w.shapes)))
     return out
 
 

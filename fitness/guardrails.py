@@ -363,7 +363,7 @@ class _AstGuard(ast.NodeVisitor):
             key = node.args[0] if node.args else None
             if not (isinstance(key, ast.Constant) and key.value in ENV_ALLOWED_KEYS):
                 self._flag(node, "reading the environment (secrets stay out of candidates)")
-        chain = _attr_chain(f) if isinstance(f, ast.Attribute) else []
+        chain = attr_chain(f) if isinstance(f, ast.Attribute) else []
         library_gemm = self.config.allow_library_gemm and chain and chain[-1] in LIBRARY_GEMMS
         if chain[:1] == ["extern_kernels"] and not library_gemm and not self.in_init:
             what = "a library GEMM" if chain[-1] in LIBRARY_GEMMS else "a library kernel"
@@ -429,7 +429,7 @@ def _root_name(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _attr_chain(node: ast.AST) -> list[str]:
+def attr_chain(node: ast.AST) -> list[str]:
     chain = []
     while isinstance(node, ast.Attribute):
         chain.append(node.attr)

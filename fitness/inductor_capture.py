@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from fitness.errors import EvoError
+from fitness.isolation import run_bounded
 from fitness.workloads import Workload
 
 MODES = ("default", "max-autotune")
@@ -55,27 +54,13 @@ def capture_inductor(
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor")
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
         cmd = [sys.executable, "-m", "fitness.inductor_capture", str(job_path)]
-        proc = subprocess.Popen(
-            cmd,
-            cwd=tmp,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            _, stderr = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise EvoError(f"torch.compile of {workload.name} took over {timeout_s:g} s") from None
+        code, stderr = run_bounded(cmd, tmp, env, timeout_s)
+        if code is None:
+            raise EvoError(f"torch.compile of {workload.name} took over {timeout_s:g} s")
         out = Path(job["out_path"])
-        if proc.returncode != 0 or not out.exists():
-            tail = (stderr or "").strip()[-1500:]
+        if code != 0 or not out.exists():
             raise EvoError(
-                f"torch.compile of {workload.name} failed (exit {proc.returncode}): {tail}"
+                f"torch.compile of {workload.name} failed (exit {code}): {stderr.strip()[-1500:]}"
             )
         return json.loads(out.read_text())
 

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 
 from fitness.errors import EvoError
+from fitness.guardrails import attr_chain
 from fitness.workloads import Workload
 
 GEMM_TILES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
@@ -129,18 +130,17 @@ def seed_source(cap: dict, workload: Workload, mode: str, version: str) -> tuple
         for name, src in kernels.items()
     ]
     calls = _library_calls(call)
-    uses_extern = any(c.startswith("extern_kernels.") for c in calls)
-    uses_aten = any(c.startswith("aten.") for c in calls)
-    known = set(kernels) | _HELPERS | ({"extern_kernels"} if uses_extern else set())
-    known |= {"aten"} if uses_aten else set()
-    free = _free_names(call) - known - set(dir(builtins))
+    roots = {c.split(".")[0] for c in calls}  # extern_kernels, aten
+    free = _free_names(call) - set(kernels) - _HELPERS - roots - set(dir(builtins))
     if free:
         raise SeedError(
             f"the compiler's wrapper uses {', '.join(sorted(free))}, which a seed cannot carry"
         )
     header = HEADER
-    header += "from torch._inductor.select_algorithm import extern_kernels\n" * uses_extern
-    header += "aten = torch.ops.aten\n" * uses_aten
+    if "extern_kernels" in roots:
+        header += "from torch._inductor.select_algorithm import extern_kernels\n"
+    if "aten" in roots:
+        header += "aten = torch.ops.aten\n"
     doc = (
         f'"""A seed from torch.compile: Inductor\'s Triton for {workload.name} (mode {mode}, '
         f"torch {version}).\n\nThe kernels are Inductor's, launched directly with the configs "
@@ -336,9 +336,7 @@ class _CallRewriter(ast.NodeTransformer):
             if tiles:
                 self.tiled[name] = tiles["tiles"]
                 kwargs = {**tiles["tiles"], **kwargs}
-                grid = _grid_call(
-                    [_mm_dim(tiles["M"], tiles["N"]), (tiles["batch"], None), (extent[2], None)]
-                )
+                grid = _mm_grid(tiles["M"], tiles["N"], tiles["batch"], extent[2])
             else:
                 grid = _grid_call([(e, None) for e in extent])
         elif grid_type in _GRID_DIMS:
@@ -367,21 +365,15 @@ class _CallRewriter(ast.NodeTransformer):
         )
 
 
-def _mm_dim(m: int, n: int):
-    """The GEMM template's x extent: one program per (BLOCK_M, BLOCK_N) tile."""
-    return ("mm", m, n)
+def _mm_grid(m: int, n: int, y: int, z: int) -> ast.expr:
+    """A GEMM template's grid: one program per (BLOCK_M, BLOCK_N) tile, times y and z."""
+    tiles = f"triton.cdiv({m}, meta['BLOCK_M']) * triton.cdiv({n}, meta['BLOCK_N'])"
+    text = f"lambda meta: ({tiles}, {y}, {z})"
+    return ast.parse(text, mode="eval").body
 
 
 def _grid_call(dims: list) -> ast.expr:
-    """`_grid((numel, "XBLOCK"), ...)`, or a lambda for a GEMM's tile count."""
-    if any(isinstance(d, tuple) and d and d[0] == "mm" for d in dims):
-        (_, m, n), rest = dims[0], dims[1:]
-        tail = "".join(f", {e}" for e, _ in rest)
-        text = (
-            f"lambda meta: (triton.cdiv({m}, meta['BLOCK_M']) * triton.cdiv({n}, "
-            f"meta['BLOCK_N']){tail})"
-        )
-        return ast.parse(text, mode="eval").body
+    """`_grid((numel, "XBLOCK"), ...)`: a plain number for a block of None is a fixed extent."""
     elts = []
     for numel, block in dims:
         numel_node = numel if isinstance(numel, ast.AST) else ast.Constant(numel)
@@ -406,7 +398,7 @@ def _library_calls(fn: ast.FunctionDef) -> list[str]:
     for node in ast.walk(fn):
         if not isinstance(node, ast.Call):
             continue
-        chain = _chain(node.func)
+        chain = attr_chain(node.func)
         if chain[:1] == ["extern_kernels"] and len(chain) > 1:
             out.append(f"extern_kernels.{chain[1]}")
         elif chain[:1] == ["aten"] and len(chain) > 1:
@@ -414,17 +406,6 @@ def _library_calls(fn: ast.FunctionDef) -> list[str]:
         elif chain[:3] == ["torch", "ops", "aten"] and len(chain) > 3:
             out.append(f"aten.{chain[3]}")
     return list(dict.fromkeys(out))
-
-
-def _chain(node: ast.AST) -> list[str]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return parts[::-1]
-    return []
 
 
 def _free_names(fn: ast.FunctionDef) -> set[str]:

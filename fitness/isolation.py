@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
+import subprocess
 from pathlib import Path
 
 # Environment variables a candidate keeps; everything else is dropped (secrets included).
@@ -105,3 +107,29 @@ def _unshare_network() -> None:
         libc.unshare(0x40000000)  # CLONE_NEWNET; fails harmlessly without the capability
     except (OSError, AttributeError):
         pass
+
+
+def run_bounded(
+    cmd: list[str], cwd: str, env: dict, timeout_s: float, preexec_fn=None
+) -> tuple[int | None, str]:
+    """Run `cmd` in a session of its own, stdin and stdout closed; (exit code, stderr), or
+    (None, stderr) when it outlived `timeout_s` and its whole process group was killed.
+    A failure to start it (OSError, or its `preexec_fn` raising) is raised."""
+    proc = subprocess.Popen(
+        cmd,
+        preexec_fn=preexec_fn,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, stderr = proc.communicate()
+        return None, stderr or ""
+    return proc.returncode, stderr or ""

@@ -15,13 +15,13 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from fitness.isolation import ENV_KEEP, run_bounded
 from fitness.ncu import NCU_METRICS, parse_ncu_csv, unsupported_metrics
 from fitness.profile import KernelRow, NcuKernel, Profile, Roofline
 from fitness.results import EvalResult
@@ -184,45 +184,24 @@ def _run_child(job: dict, tmp: str, timeout_s: float, prefix: list[str]) -> str:
     """Run the child (under `prefix`, e.g. ncu); returns its stderr, raises ProfileError."""
     job_path = Path(tmp) / f"job_{job['mode']}.json"
     _write_own(job_path, json.dumps(job))
-    from fitness.isolation import ENV_KEEP
-
     env = {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith("NV")}
     env.update(job.get("env", {}), HOME=tmp, TMPDIR=tmp, TRITON_CACHE_DIR=f"{tmp}/triton")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
     cmd = prefix + [sys.executable, "-m", "fitness.profiling", str(job_path)]
-    preexec = None
-    if prefix and job.get("run_as") and os.geteuid() == 0:
-        # ncu must run as the user its target runs as: a target that drops privileges under a
-        # root ncu loses ncu's injection and hangs (seen on the H100). So ncu itself runs
-        # sandboxed, and the child, no longer root, leaves its privileges alone.
-        dirs = [tmp, job.get("env", {}).get("TORCH_EXTENSIONS_DIR", "")]
-        preexec = lambda: _drop_privileges(job["run_as"], dirs)  # noqa: E731
+    # ncu must run as the user its target runs as: a target that drops privileges under a
+    # root ncu loses ncu's injection and hangs (seen on the H100). So ncu itself enters the
+    # sandbox, and the child, no longer root, leaves its privileges alone.
+    preexec = (lambda: _sandbox(job, Path(tmp))) if prefix else None
     try:
-        proc = subprocess.Popen(
-            cmd,
-            preexec_fn=preexec,
-            cwd=tmp,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
+        code, stderr = run_bounded(cmd, tmp, env, timeout_s, preexec)
     except (OSError, subprocess.SubprocessError) as e:  # the sandbox could not be entered
         raise ProfileError(f"could not start the profiling child: {e}") from None
-    try:
-        _, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        _, stderr = proc.communicate()
+    if code is None:
         raise ProfileError(
             f"profiling timed out after {timeout_s:g} s; stderr tail:\n{_tail(stderr)}"
-        ) from None
-    if proc.returncode != 0:
-        raise ProfileError(
-            f"profiling child exited with {proc.returncode}; stderr tail:\n{_tail(stderr)}"
         )
+    if code != 0:
+        raise ProfileError(f"profiling child exited with {code}; stderr tail:\n{_tail(stderr)}")
     return stderr
 
 

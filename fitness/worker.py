@@ -64,11 +64,10 @@ def default_extension_dir() -> str:
 
 
 @dataclass
-class _DeviceJob:
+class _ProfileJob:
     """A profile to capture, queued with the evaluations so it never runs beside a timed one
     (its future rides as the `build`)."""
 
-    kind: str  # "profile"
     request: dict
 
 
@@ -155,7 +154,7 @@ class FitnessService:
         Nsight Compute where it is on PATH).
         """
         fut: Future = Future()
-        self._queue.put((_DeviceJob("profile", dict(request)), fut))
+        self._queue.put((_ProfileJob(dict(request)), fut))
         return fut.result()
 
     def compiler_seeds(self, request: dict) -> dict:
@@ -207,11 +206,11 @@ class FitnessService:
     def _loop(self) -> None:
         while True:
             req, build = self._queue.get()
-            if isinstance(req, _DeviceJob):
+            if isinstance(req, _ProfileJob):
                 try:
                     got = self._profile(req.request)
                 except Exception as e:  # noqa: BLE001 - the GPU loop must outlive any request
-                    got = {req.kind: None, "error": f"{req.kind} fault: {e!r}"}
+                    got = {"profile": None, "error": f"profiling fault: {e!r}"}
                 build.set_result(got)
                 continue
             try:

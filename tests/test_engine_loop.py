@@ -84,7 +84,7 @@ def keys(monkeypatch):
 def host(tmp_path, **over) -> IslandHost:
     cfg = load_config_dict(base(**over)).to_dict()
     cfg["fitness"]["device"] = "cuda"  # the operator tunes the GPU's parameters (none runs)
-    return IslandHost("r1", str(tmp_path), "builtin:matmul", {"triton": SEED}, cfg)
+    return IslandHost("r1", str(tmp_path), "builtin:matmul", {"triton": [{"source": SEED}]}, cfg)
 
 
 def correct(prop: dict) -> dict:
@@ -124,7 +124,7 @@ def test_a_recommendation_steers_its_lineage_offline_and_in_the_llm_prompt(tmp_p
         "r1",
         str(tmp_path / "llm"),
         "builtin:matmul",
-        {"triton": SEED},
+        {"triton": [{"source": SEED}]},
         {**h.cfg, "llm": {"spec": "command:true"}, "operators": {"mutate": 1, "crossover": 0}},
     )
     llm.set_state(state)
@@ -344,7 +344,7 @@ def test_a_resumed_island_does_not_repair_a_failure_twice(tmp_path):
     ).to_dict()
     cfg["fitness"]["device"] = "cpu"
     failed = {"status": "runtime_error", "reason": "boom", "metrics": {}}
-    a = IslandHost("r1", str(tmp_path / "a"), "builtin:matmul", {"triton": SEED}, cfg)
+    a = IslandHost("r1", str(tmp_path / "a"), "builtin:matmul", {"triton": [{"source": SEED}]}, cfg)
     island = a.islands[0]
     (seed,) = a.propose(island, 1)
     a.integrate([(seed, failed)])
@@ -357,7 +357,7 @@ def test_a_resumed_island_does_not_repair_a_failure_twice(tmp_path):
     rows = read_frame(str(tmp_path / "a"), "candidates")
     later = [r for r in rows.to_dict("records") if r["candidate_id"] == repair["candidate_id"]]
 
-    b = IslandHost("r1", str(tmp_path / "b"), "builtin:matmul", {"triton": SEED}, cfg)
+    b = IslandHost("r1", str(tmp_path / "b"), "builtin:matmul", {"triton": [{"source": SEED}]}, cfg)
     b.set_state(checkpoint)
     b.fold_rows(later)
     (again,) = b.propose(island, 1)

@@ -152,29 +152,12 @@ def test_defines_model_new():
 # --- device code inside @triton.jit; library kernels through extern_kernels ----------------
 
 INDUCTOR_IMPORTS = """
-import torch
-import torch.nn as nn
 import triton
 import triton.language as tl
 from torch._inductor.runtime import triton_helpers
 from torch._inductor.runtime.triton_helpers import math as tl_math
 {extra}
 
-{helper}
-
-
-@triton.jit
-def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        y = torch.empty_like(x)
-        k[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
-{forward}
 """
 
 HELPER = """{decorator}
@@ -192,8 +175,9 @@ def inductor_src(
     extra: str = "",
     forward: str = "        return y",
 ) -> str:
+    """`src` (HEADER's honest candidate) after Inductor's helper imports and a helper."""
     helper = HELPER.format(decorator=decorator, call=call)
-    return INDUCTOR_IMPORTS.format(extra=extra, helper=helper, forward=forward)
+    return src(forward, prelude=INDUCTOR_IMPORTS.format(extra=extra) + helper + "\n")
 
 
 def test_the_inductor_template_is_an_honest_candidate():
