@@ -37,8 +37,18 @@ def _import(path: Path, name: str):
     return module
 
 
-def points(source: str, n: int, rng: random.Random) -> list[tuple[str, dict]]:
-    """The seed, then distinct variants: every one-unit change, then random combinations."""
+def _near(p, rng: random.Random) -> int:
+    """A value within two steps of `p`'s in its valid set; `p`'s own half the time."""
+    values = valid_values(p)
+    if rng.random() < 0.5 or p.value not in values:
+        return p.value
+    i = values.index(p.value)
+    return rng.choice(values[max(i - 2, 0) : i + 3])
+
+
+def points(source: str, n: int, rng: random.Random, singles: bool = True) -> list[tuple[str, dict]]:
+    """The seed, then distinct variants: every one-unit change (`singles`), then random
+    combinations near the seed (each unit within two steps of its value)."""
     op = ParamOperator(target="gpu")
     units = op._units(op._params(source))
     out, seen = [(source, {})], {source}
@@ -50,18 +60,18 @@ def points(source: str, n: int, rng: random.Random) -> list[tuple[str, dict]]:
             seen.add(variant)
             out.append((variant, {u[0].name: v for u, v in choice.items()}))
 
-    for unit in units:
+    for unit in units if singles else ():
         for v in valid_values(unit[0]):
             if v != unit[0].value:
                 add({tuple(unit): v})
     for _ in itertools.repeat(None, 50 * n):
         if len(out) > n:
             break
-        add({tuple(u): rng.choice(valid_values(u[0])) for u in units})
+        add({tuple(u): _near(u[0], rng) for u in units})
     return out
 
 
-def screen(name: str, n: int, rng: random.Random, tmp: Path) -> dict:
+def screen(name: str, n: int, rng: random.Random, tmp: Path, singles: bool = True) -> dict:
     import torch
     from triton.testing import do_bench
 
@@ -74,7 +84,7 @@ def screen(name: str, n: int, rng: random.Random, tmp: Path) -> dict:
         expected = ref(*inputs)
     eager_ms = do_bench(lambda: ref(*inputs))
     rows = []
-    for i, (source, params) in enumerate(points(w.seed_path.read_text(), n, rng)):
+    for i, (source, params) in enumerate(points(w.seed_path.read_text(), n, rng, singles)):
         path = tmp / f"{w.short_name}_{i}.py"
         path.write_text(source)
         t = time.perf_counter()
@@ -89,8 +99,14 @@ def screen(name: str, n: int, rng: random.Random, tmp: Path) -> dict:
             status = "ok" if ok else "mismatch"
         except Exception as exc:  # a point of the space that does not compile or launch
             ms, status = None, f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
-        rows.append({"params": params, "ms": ms, "status": status,
-                     "seconds": round(time.perf_counter() - t, 2)})
+        rows.append(
+            {
+                "params": params,
+                "ms": ms,
+                "status": status,
+                "seconds": round(time.perf_counter() - t, 2),
+            }
+        )
         print(f"  {w.short_name} {i:3d} {status[:40]:40s} {ms if ms else '-'} {params}", flush=True)
         torch.cuda.empty_cache()
     seed_ms = rows[0]["ms"]
@@ -115,6 +131,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=24, help="variants per workload besides the seed")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write every timed point here")
+    ap.add_argument("--random-only", action="store_true", help="skip the one-unit changes")
     args = ap.parse_args()
     names = args.workloads or [f"builtin:{n}" for n in builtin_names()]
     rng = random.Random(args.seed)
@@ -122,7 +139,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             print(f"{name}:", flush=True)
-            results.append(screen(name, args.n, rng, Path(tmp)))
+            results.append(screen(name, args.n, rng, Path(tmp), not args.random_only))
             if args.json:
                 Path(args.json).write_text(json.dumps(results, indent=1))
     print("\n| workload | eager ms | seed ms | best ms | gain | points (failed) | best point |")
@@ -131,8 +148,10 @@ def main() -> None:
         gain = f"{100 * r['gain']:.1f} %" if r["gain"] is not None else "-"
         seed = f"{r['seed_ms']:.4f}" if r["seed_ms"] else "-"
         best = f"{r['best_ms']:.4f}" if r["best_ms"] else "-"
-        print(f"| `{r['workload']}` | {r['eager_ms']:.4f} | {seed} | {best} | {gain} | "
-              f"{r['points']} ({r['failed']}) | {r['best_params']} |")
+        print(
+            f"| `{r['workload']}` | {r['eager_ms']:.4f} | {seed} | {best} | {gain} | "
+            f"{r['points']} ({r['failed']}) | {r['best_params']} |"
+        )
 
 
 if __name__ == "__main__":
