@@ -151,12 +151,12 @@ class Engine:
                 self._event("analysis", "", {"off": "deterministic mode"})
             else:
                 self.advisor = Advisor(self.cfg, self.rd, self.pool, self._event, self.drafter)
-        resubmit = self._restore(ckpt, from_run)
+        resubmit, readmit = self._restore(ckpt, from_run)
         if self.advisor and self.resume:
             self._restore_advice()
         self._install_signals()
         try:
-            self._loop(resubmit)
+            self._loop(resubmit, readmit)
             result = self._result()
         finally:
             self._shutdown()
@@ -196,11 +196,11 @@ class Engine:
         ray.get(self.hosts[w].fold_rows.remote(rows))
         if self.recorded:
             ray.get(self.hosts[w].set_recorded.remote(list(self.recorded)))
-        steps = {
-            isl: max(p["step"] for p in self.in_flight[isl]) + 1
-            for isl in self.islands[w]
-            if self.in_flight[isl]
-        }
+        taken = [p for isl in self.islands[w] for p in self.in_flight[isl]]
+        taken += [p for p in self.unadmitted if p["workload"] == w]
+        steps: dict[str, int] = {}
+        for p in taken:
+            steps[p["island"]] = max(steps.get(p["island"], 0), p["step"] + 1)
         ray.get(self.hosts[w].advance_steps.remote(steps))
         self._event("restore", "", {"host": w, "checkpoint": bool(done), "folded": len(rows)})
 
@@ -219,13 +219,16 @@ class Engine:
             ray.init(include_dashboard=False, log_to_driver=False)
 
     # -- resume
-    def _restore(self, ckpt: dict | None, from_run: str | None) -> list[dict]:
-        """Bring islands back; returns proposals to submit again (never recorded)."""
+    def _restore(self, ckpt: dict | None, from_run: str | None) -> tuple[list[dict], list[dict]]:
+        """Bring islands back. Returns the children to submit again (in flight when the run
+        stopped, never recorded) and those to admit again (proposed when a budget stopped the
+        run, so never reserved or judged: a resume with a larger budget judges them, and an
+        island's steps keep no gap)."""
         self.recorded: dict[str, dict] = {}
         if from_run:
             self._seed_from(from_run)
         if not self.resume:
-            return []
+            return [], []
         rows = read_table(self.rd.uri, "candidates").to_pylist()
         if self.cfg.deterministic:
             # Replay: every proposal is made again; recorded ones take their recorded verdict.
@@ -234,7 +237,7 @@ class Engine:
             ray.get([h.set_recorded.remote(ids) for h in self.hosts.values()])
             self.budget.set_evals(_evals(rows))
             self._event("resume", "", {"mode": "replay", "recorded": len(rows)})
-            return []
+            return [], []
         done = {w: set(ids) for w, ids in ckpt["integrated"].items()}
         for w, h in self.hosts.items():
             ray.get(h.set_state.remote(ckpt["hosts"][w]))
@@ -242,7 +245,9 @@ class Engine:
             ray.get(h.fold_rows.remote(later))
         have = {r["candidate_id"] for r in rows}
         again = [p for p in ckpt["in_flight"] if p["candidate_id"] not in have]
-        # The lineage is the truth: every judged row, and every child submitted again.
+        readmit = [p for p in ckpt.get("unadmitted", []) if p["candidate_id"] not in have]
+        # The lineage is the truth: every judged row, and every child submitted again (a child
+        # admitted again reserves its evaluation then, as a new one does).
         self.budget.set_evals(_evals(rows + again))
         self._event(
             "resume",
@@ -251,9 +256,10 @@ class Engine:
                 "checkpoint": self.rd.latest_checkpoint_number(),
                 "folded": len(rows),
                 "resubmitted": len(again),
+                "readmitted": len(readmit),
             },
         )
-        return again
+        return again, readmit
 
     def _seed_from(self, run: str) -> None:
         cols = ["candidate_id", "workload", "backend", "island", "source", "status", "fitness"]
@@ -269,12 +275,13 @@ class Engine:
             self._event("seeded", "", {"workload": w, "from": run, "members": n})
 
     # -- the loop
-    def _loop(self, resubmit: list[dict]) -> None:
+    def _loop(self, resubmit: list[dict], readmit: list[dict]) -> None:
         k = self.cfg.population.in_flight
         det = self.cfg.deterministic
         self.pending: dict = {}  # ObjectRef -> ([(workload, proposal)], (worker, handle))
         self.outbox: list[tuple] = []  # (workload, proposal, request) not yet sent
         self.in_flight: dict[str, list[dict]] = defaultdict(list)  # island -> proposals
+        self.unadmitted: list[dict] = []  # proposed, then refused by a budget: kept for resume
         self.buffer: dict[str, dict[int, tuple]] = defaultdict(dict)  # det: step -> item
         self.next_fold: dict[str, int] = {isl: 0 for w in self.hosts for isl in self.islands[w]}
         self.proposed: dict[str, int] = defaultdict(int)
@@ -287,6 +294,8 @@ class Engine:
                 self._submit(p["workload"], p)
             else:  # a child that was still being drafted: ask the model again
                 self._draft(p["workload"], p)
+        for p in readmit:  # one refused (kept again) does not stop another workload's
+            self._admit(p["workload"], p)
         for w in self.hosts:
             for isl in self.islands[w]:
                 self._propose(w, isl, k - len(self.in_flight[isl]))
@@ -484,7 +493,8 @@ class Engine:
             n = min(n, quota - self.proposed[isl])
         if n <= 0:
             return
-        for prop in self._call(w, "propose", isl, n):
+        props = self._call(w, "propose", isl, n)
+        for i, prop in enumerate(props):
             self.proposed[isl] += 1
             if prop["candidate_id"] in self.recorded:  # replay: the recorded verdict stands
                 rec = self.recorded[prop["candidate_id"]]
@@ -499,17 +509,20 @@ class Engine:
                 self.buffer[isl][prop["step"]] = (prop, verdict_from_row(rec))
                 continue
             if not self._admit(w, prop):
+                self.unadmitted += props[i + 1 :]
                 return
 
     def _admit(self, w: str, prop: dict) -> bool:
-        """Reserve the child's evaluation and queue it; False once a budget says stop. A
-        request for an LLM child is drafted first (see `_drafted`)."""
+        """Reserve the child's evaluation and queue it; False once a budget says stop (the
+        child is then kept in `unadmitted`). A request for an LLM child is drafted first (see
+        `_drafted`)."""
         if not prop["source"]:
             self._draft(w, prop)
             return True
         try:
             self.budget.reserve_eval(w)
         except BudgetExceeded as e:
+            self.unadmitted.append(prop)
             self._budget_stop(e.kind, w)
             return False
         self._submit(w, prop)
@@ -550,7 +563,7 @@ class Engine:
                 self._budget_stop(draft.reason.split(":")[1].strip() or "llm_dollars")
         for w, props in fresh.items():
             dups = self._call(w, "seen_many", [(p["island"], p["source_hash"]) for p in props])
-            for prop, dup in zip(props, dups, strict=True):
+            for i, (prop, dup) in enumerate(zip(props, dups, strict=True)):
                 if dup:
                     self._fruitless(prop["island"], "a duplicate of a candidate it holds")
                     batch[w].append((prop, None))
@@ -558,6 +571,7 @@ class Engine:
                 self.streak[prop["island"]] = 0
                 self._drop(prop["island"], prop)  # in flight again once submitted
                 if not self._admit(w, prop):
+                    self.unadmitted += [p for p, d in zip(props[i + 1 :], dups[i + 1 :]) if not d]
                     break
         self._fold_batch(batch, det, k)  # failures and duplicates land like verdicts
 
@@ -643,6 +657,7 @@ class Engine:
             "hosts": hosts,
             "budget": self.budget.get_state(),
             "in_flight": [p for props in self.in_flight.values() for p in props],
+            "unadmitted": list(getattr(self, "unadmitted", [])),
             "integrated": {w: integrated.get(w, []) for w in self.hosts},
         }
         n = self.rd.write_checkpoint(state)

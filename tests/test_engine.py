@@ -86,6 +86,28 @@ def test_a_workload_budget_stops_only_that_workload(ray_cluster, tmp_path):
     assert len(stops) == 2 and all("per_workload_max_evals" in d for d in stops.detail)
 
 
+def test_a_larger_budget_on_resume_judges_the_children_a_budget_stop_refused(ray_cluster, tmp_path):
+    """A budget stop refuses children an island had already proposed (their steps taken). The
+    checkpoint keeps them; `evo resume` with a larger budget judges them, so every island's
+    steps run 0..n-1 with none missing and none twice."""
+    from evo.engine import resume
+    from evo.rundir import RunDir
+
+    res, rd = run(ray_cluster, tmp_path, **{"budgets.max_evals": 5})
+    assert res["stop"] == "budget: max_evals", res
+    refused = RunDir(rd).latest_checkpoint()["unadmitted"]
+    assert refused and all(p["source"] for p in refused), refused
+    again = resume(rd, max_evals=8, quiet=True)
+    assert again["stop"] == "budget: max_evals", again
+    judged = read_frame(rd, "candidates").query("~is_migrant")
+    assert len(judged) == 8 and judged.candidate_id.is_unique
+    assert {p["candidate_id"] for p in refused} <= set(judged.candidate_id)
+    for island, g in judged.groupby("island"):
+        assert sorted(g.step) == list(range(len(g))), (island, sorted(g.step))
+    resumed = read_frame(rd, "events").query("kind == 'resume'").detail.map(json.loads)
+    assert list(resumed.map(lambda d: d["readmitted"])) == [len(refused)]
+
+
 def test_a_run_directory_in_use_is_refused(ray_cluster, tmp_path):
     from evo.rundir import RunDir
 
