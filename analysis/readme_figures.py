@@ -12,7 +12,14 @@ import sys
 import matplotlib
 
 from analysis.load import AnalysisError, load_run
-from analysis.metrics import DEFAULT_PS, best_per_workload, fast_p_table, seed_outcomes
+from analysis.metrics import (
+    DEFAULT_PS,
+    best_per_workload,
+    evaluated,
+    fast_p_table,
+    geomean_speedup,
+    seed_outcomes,
+)
 from analysis.plots import plot_trajectories
 from analysis.report import COLUMNS
 
@@ -22,7 +29,8 @@ def _cell(v: float, suffix: str = "") -> str:
 
 
 def markdown_tables(candidates) -> str:
-    """The fast_p table (vs eager and torch.compile) and the per-workload bests, in Markdown."""
+    """The fast_p table and the geomean speedup (vs eager and torch.compile), then the
+    per-workload bests with each workload's evaluations, in Markdown."""
     fast = fast_p_table(candidates, DEFAULT_PS)
     ps = [f"fast_{p:g}" for p in DEFAULT_PS]
     lines = ["| precision | baseline | workloads | " + " | ".join(ps) + " |",
@@ -30,12 +38,19 @@ def markdown_tables(candidates) -> str:
     for r in fast.to_dict("records"):
         cells = " | ".join(_cell(r[p]) for p in ps)
         lines.append(f"| {r['precision']} | {r['baseline']} | {r['workloads']} | {cells} |")
-    lines += ["", "| workload | precision | best vs eager | best vs compile | SOL fraction "
-              "| operator |", "|---|---|---|---|---|---|"]  # fmt: skip
+    lines += ["", "| precision | backend | baseline | geomean speedup | workloads (of) |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for r in geomean_speedup(candidates).itertuples():
+        lines.append(f"| {r.precision} | {r.backend} | {r.baseline} | {_cell(r.geomean, 'x')} "
+                     f"| {r.workloads} ({r.of}) |")  # fmt: skip
+    evals = evaluated(candidates).groupby(["workload", "precision"]).size()
+    lines += ["", "| workload | precision | evaluations | best vs eager | best vs compile "
+              "| SOL fraction | operator |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in best_per_workload(candidates).itertuples():
         lines.append(
-            f"| `{r.workload}` | {r.precision} | {_cell(r.speedup_vs_eager, 'x')} "
-            f"| {_cell(r.speedup_vs_compile, 'x')} | {_cell(r.sol_fraction)} | {r.operator} |"
+            f"| `{r.workload}` | {r.precision} | {evals.get((r.workload, r.precision), 0)} "
+            f"| {_cell(r.speedup_vs_eager, 'x')} | {_cell(r.speedup_vs_compile, 'x')} "
+            f"| {_cell(r.sol_fraction)} | {r.operator} |"
         )
     return "\n".join(lines)
 
@@ -62,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     fig = plot_trajectories(run.candidates)
     fig.set_size_inches(7.5, 3.8)
+    speedups = run.candidates["speedup_vs_eager"].dropna()
+    speedups = speedups[speedups > 0]
+    if len(speedups) and speedups.max() / speedups.min() > 8:  # 0.5x and 18x on one page
+        fig.axes[0].set_yscale("log")
     fig.savefig(args.out, dpi=110)
     print(f"wrote {args.out}\n")
     print(markdown_tables(run.candidates))

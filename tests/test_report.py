@@ -193,6 +193,8 @@ def test_readme_figures_writes_the_trajectory_and_prints_the_fast_p_table(hand_d
     out = capsys.readouterr().out
     assert "| fp32 | compile | 3 | 0.667 | 0.667 | 0.333 | 0.000 |" in out
     assert "| bf16 | compile | 1 | - | - | - | - |" in out  # never measured
-    assert "| `builtin:wa` | fp32 | 2.000x | 1.600x | 1.000 | llm_crossover |" in out
-    assert "| `builtin:wb` | bf16 | 3.000x | - | 0.600 | seed |" in out
+    assert "| fp32 | triton | eager | 2.000x | 2 (3) |" in out  # geomean over those measured
+    assert "| bf16 | triton | compile | - | 0 (1) |" in out
+    assert "| `builtin:wa` | fp32 | 8 | 2.000x | 1.600x | 1.000 | llm_crossover |" in out
+    assert "| `builtin:wb` | bf16 | 2 | 3.000x | - | 0.600 | seed |" in out
     assert readme_figures([str(tmp_path / "nope")]) == 2
