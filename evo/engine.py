@@ -480,9 +480,11 @@ class Engine:
         wants = {isl: n for isl, n in wants.items() if n > 0 and isl not in self.stalled}
         if not wants:
             return
-        for prop in self._call(w, "propose_many", wants):
+        props = self._call(w, "propose_many", wants)
+        for i, prop in enumerate(props):
             self.proposed[prop["island"]] += 1
             if not self._admit(w, prop):
+                self.unadmitted += props[i + 1 :]
                 return
 
     def _propose(self, w: str, isl: str, n: int) -> None:
@@ -563,16 +565,18 @@ class Engine:
                 self._budget_stop(draft.reason.split(":")[1].strip() or "llm_dollars")
         for w, props in fresh.items():
             dups = self._call(w, "seen_many", [(p["island"], p["source_hash"]) for p in props])
-            for i, (prop, dup) in enumerate(zip(props, dups, strict=True)):
+            refused = False  # once a budget refuses one, the rest wait for a resume too
+            for prop, dup in zip(props, dups, strict=True):
                 if dup:
                     self._fruitless(prop["island"], "a duplicate of a candidate it holds")
                     batch[w].append((prop, None))
                     continue
-                self.streak[prop["island"]] = 0
                 self._drop(prop["island"], prop)  # in flight again once submitted
-                if not self._admit(w, prop):
-                    self.unadmitted += [p for p, d in zip(props[i + 1 :], dups[i + 1 :]) if not d]
-                    break
+                if refused:
+                    self.unadmitted.append(prop)
+                    continue
+                self.streak[prop["island"]] = 0
+                refused = not self._admit(w, prop)
         self._fold_batch(batch, det, k)  # failures and duplicates land like verdicts
 
     def _fruitless(self, island: str, why: str) -> None:

@@ -116,3 +116,41 @@ def test_a_request_whose_prompt_cannot_be_built_is_a_generation_failure(tmp_path
     d.close()
     w, p, draft = got
     assert not draft.ok and draft.reason.startswith("operator error: PromptError: repair needs")
+
+
+def test_drafted_children_a_budget_refused_are_judged_on_resume_without_asking_again(
+    ray_cluster, server, tmp_path
+):
+    """A child the model already wrote but the evaluation budget refused is kept in the
+    checkpoint; `evo resume` with a larger budget judges that very source (no second call
+    for it), and the island's steps keep no gap."""
+    from evo.engine import resume
+    from evo.rundir import RunDir
+
+    server.script(*[variant(k) for k in range(1, 13)])
+    rd = str(tmp_path / "run")
+    # Two seeds and one draft per island at the start: the first draft back takes the last
+    # of the 3 evaluations, the second is refused.
+    over = {"population": {"islands": 2, "in_flight": 2, "cap": 8, "elites": 1},
+            "budgets": {"max_evals": 3}}  # fmt: skip
+    cfg = load_config_dict(config("openai:m1", server.openai_base_url, deterministic=False, **over))
+    Engine(cfg, rd, quiet=True).run()
+    refused = RunDir(rd).latest_checkpoint()["unadmitted"]
+    assert refused and all(p["source"] and p["llm_call_id"] for p in refused), refused
+    asked = len(server.requests)
+
+    res = resume(rd, max_evals=6, quiet=True)
+    assert res["stop"] == "budget: max_evals", res
+    rows = read_frame(rd, "candidates")
+    assert len(rows) == 6 and rows.candidate_id.is_unique
+    for island, g in rows.groupby("island"):
+        assert sorted(g.step) == list(range(len(g))), (island, sorted(g.step))
+    by_id = rows.set_index("candidate_id")
+    for p in refused:  # judged as drafted: the same source, the same call
+        assert by_id.loc[p["candidate_id"], "source_hash"] == p["source_hash"]
+        assert by_id.loc[p["candidate_id"], "llm_call_id"] == p["llm_call_id"]
+    left = RunDir(rd).latest_checkpoint()["unadmitted"]
+    calls = read_frame(rd, "llm_calls")
+    drafted = rows[rows.operator.str.startswith("llm_")]
+    assert set(calls.llm_call_id) == set(drafted.llm_call_id) | {p["llm_call_id"] for p in left}
+    assert len(server.requests) == len(calls) > asked
