@@ -264,11 +264,13 @@ def test_mutate_returns_none_without_something_to_tune(source):
     assert ParamOperator().mutate(source, random.Random(0)) is None
 
 
-def test_seeds_with_computed_block_sizes_have_nothing_to_mutate():
-    computed = ["add_layernorm", "layernorm", "rmsnorm", "row_sum", "softmax"]
-    for name in computed:
-        assert find_params(seed(name)) == []
-        assert ParamOperator().mutate(seed(name), random.Random(0)) is None
+def test_each_builtin_seed_offers_its_launch_parameters_or_nothing():
+    assert find_params(seed("softmax")) == []  # its block must cover the row: computed only
+    assert ParamOperator().mutate(seed("softmax"), random.Random(0)) is None
+    for name in ["add_layernorm", "layernorm", "rmsnorm", "row_sum"]:  # the chunk is computed
+        assert summary(seed(name)) == [("NUM_WARPS", 8, "warps")], name
+        child = ParamOperator().mutate(seed(name), random.Random(0))
+        assert re.search(r"^NUM_WARPS = (4|16)$", child, re.M), name
     assert summary(seed("scaled_gelu")) == [("BLOCK_SIZE", 1024, "block")]
     for name in ["matmul", "matmul_bias_relu", "matmul_scale_gelu"]:
         names = [p.name for p in find_params(seed(name))]
