@@ -280,7 +280,7 @@ def test_an_island_without_a_seed_starts_from_initial_and_ports_across_backends(
             base(
                 workloads=[str(workload)],
                 backends=["triton", "cuda"],
-                budgets={"max_evals": 6},
+                budgets={"max_evals": 10},  # five steps an island: ports from step 2 on
                 migration={"topology": "none", "cross_backend": True, "interval": 1},
                 llm={"spec": "openai:m1", "base_url": server.openai_base_url},
                 operators={"mutate": 1.0, "crossover": 0, "repair": 0, "translate": 50.0},
