@@ -66,6 +66,7 @@ class Engine:
         self._extra_shapes: dict[str, list[dict]] = {}  # a geomean metric's other shapes
         self.hosts: dict = {}  # workload -> its island host (none until the run has started)
         self.drafter = self.advisor = None
+        self.unadmitted: list[dict] = []  # proposed, then refused by a budget: kept for resume
 
     def run(self, from_run: str | None = None) -> dict:
         self.rd.lock()
@@ -281,7 +282,6 @@ class Engine:
         self.pending: dict = {}  # ObjectRef -> ([(workload, proposal)], (worker, handle))
         self.outbox: list[tuple] = []  # (workload, proposal, request) not yet sent
         self.in_flight: dict[str, list[dict]] = defaultdict(list)  # island -> proposals
-        self.unadmitted: list[dict] = []  # proposed, then refused by a budget: kept for resume
         self.buffer: dict[str, dict[int, tuple]] = defaultdict(dict)  # det: step -> item
         self.next_fold: dict[str, int] = {isl: 0 for w in self.hosts for isl in self.islands[w]}
         self.proposed: dict[str, int] = defaultdict(int)
@@ -661,7 +661,7 @@ class Engine:
             "hosts": hosts,
             "budget": self.budget.get_state(),
             "in_flight": [p for props in self.in_flight.values() for p in props],
-            "unadmitted": list(getattr(self, "unadmitted", [])),
+            "unadmitted": list(self.unadmitted),
             "integrated": {w: integrated.get(w, []) for w in self.hosts},
         }
         n = self.rd.write_checkpoint(state)

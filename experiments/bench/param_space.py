@@ -16,25 +16,15 @@ Usage (GPU): python -m experiments.bench.param_space [builtin:NAME ...] [--n 24]
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import json
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from fitness.workloads import builtin_names, resolve_workload
+from fitness.workloads import builtin_names, import_workload_module, resolve_workload
 from operators.offline import ParamOperator, _rewrite, valid_values
-
-
-def _import(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _near(p, rng: random.Random) -> int:
@@ -75,11 +65,13 @@ def screen(name: str, n: int, rng: random.Random, tmp: Path, singles: bool = Tru
     import torch
     from triton.testing import do_bench
 
+    from fitness.inputs import Round, build_model, make_inputs
+    from fitness.sandbox import import_candidate
+
     w = resolve_workload(name)
-    ref_mod = _import(w.path, f"ref_{w.short_name}")
-    torch.manual_seed(0)
-    ref = ref_mod.Model(*ref_mod.get_init_inputs()).cuda()
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref_mod.get_inputs()]
+    ref_mod = import_workload_module(w.path)
+    ref = build_model(ref_mod, ref_mod.Model, "cuda")  # the judge's weights, for both models
+    inputs = make_inputs(ref_mod, Round(seed=0), "cuda")
     with torch.no_grad():
         expected = ref(*inputs)
     eager_ms = do_bench(lambda: ref(*inputs))
@@ -89,9 +81,7 @@ def screen(name: str, n: int, rng: random.Random, tmp: Path, singles: bool = Tru
         path.write_text(source)
         t = time.perf_counter()
         try:
-            mod = _import(path, f"cand_{w.short_name}_{i}")
-            torch.manual_seed(0)
-            model = mod.ModelNew(*ref_mod.get_init_inputs()).cuda()
+            model = build_model(ref_mod, import_candidate(str(path)).ModelNew, "cuda")
             with torch.no_grad():
                 got = model(*inputs)
                 ok = torch.allclose(got, expected, atol=1e-3, rtol=1e-3)
