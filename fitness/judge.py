@@ -502,7 +502,8 @@ class _Protocol:
 
     def _timing(self, cand: Child, refs) -> Ticks:
         at = {it: k for k, it in enumerate(self.recheck_at)}
-        ticks = run_ticks(cand, self.tick_seeds, self._expect, fetch=at)
+        noops = [secrets.randbelow(2**31 - 1) + 1 for _ in self.tick_seeds]  # not timed ones
+        ticks = run_ticks(cand, self.tick_seeds, self._expect, fetch=at, between=noops)
         for k, msg in enumerate(ticks.rechecks):
             if msg.fields.get("index") != k:
                 raise TimingRefused("re-check outputs arrived out of order")
@@ -513,6 +514,8 @@ class _Protocol:
 
     def _record_time(self, ticks: Ticks, calib: Calibration) -> None:
         gpu = self.opts.device == "cuda"
+        calib.during = ticks.noops
+        self.res.metrics["overhead_shift_ms"] = round(calib.shift, 6)
         tail, per_call = check_ticks(ticks, calib, gpu)
         tail = tail if gpu else 0.0
         self.res.metrics["wall_ms_per_call"] = round(per_call, 6)

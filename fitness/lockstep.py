@@ -27,6 +27,7 @@ class Ticks:
     )  # the child's host ms per call (told, untrusted)
     walls: list[float] = field(default_factory=list)  # the judge's round trip per call, ms
     rechecks: list[Message] = field(default_factory=list)  # outputs of the re-checked calls
+    noops: Ticks | None = None  # no-op ticks interleaved with these calls (run_ticks `between`)
 
     @property
     def median(self) -> float:
@@ -57,18 +58,38 @@ class Calibration:
     """The timed loop around no-ops, run before any candidate code is loaded (so its figures
     are the judge's own): plain, and, on a GPU, with a device wait of a few lengths in place of
     the call. The host's overhead around a call grows with the call's length (the wake-up
-    after a long wait), so the judge reads it at the length the candidate claims."""
+    after a long wait), so the judge reads it at the length the candidate claims.
+
+    The overhead also drifts: read before loading, it moved by a few tenths of a millisecond
+    from one evaluation to the next on an H100, enough to refuse honest 0.4 ms kernels (about
+    7 % of them, 2026-11-22). So plain no-ops are also interleaved with the timed calls
+    (`during`), and the whole curve moves by what they read against the first ones, upward
+    by at most MAX_SHIFT_MS: the most a candidate could gain if it could slow no-ops alone.
+    """
 
     base: Ticks
     levels: list[Ticks] = field(default_factory=list)
+    during: Ticks | None = None
 
     @property
     def wall(self) -> float:
         return self.base.wall
 
+    @property
+    def shift(self) -> float:
+        """How far the overhead moved between the calibration and the timed calls (ms)."""
+        if self.during is None or not self.during.walls:
+            return 0.0
+        then = self.base.low_wall - self.base.median
+        now = self.during.low_wall - self.during.median
+        return min(now - then, MAX_SHIFT_MS)
+
     def overhead(self, ms: float) -> float:
         """The judge's round trip less the call itself, for a call of `ms`: linear between the
-        calibrated lengths, flat beyond them."""
+        calibrated lengths, flat beyond them, moved by the drift the interleaved no-ops read."""
+        return self._curve(ms) + self.shift
+
+    def _curve(self, ms: float) -> float:
         pts = sorted((t.median, t.low_wall - t.median) for t in [self.base, *self.levels])
         if ms <= pts[0][0]:
             return pts[0][1]
@@ -76,6 +97,12 @@ class Calibration:
             if ms <= x1:
                 return y0 + (y1 - y0) * (ms - x0) / (x1 - x0) if x1 > x0 else y1
         return pts[-1][1]
+
+
+# The most the interleaved no-ops may raise the judge's overhead estimate (ms). The drift
+# they correct spread over about +-0.3 ms on an H100 (accepted rows' wall_ms_per_call against
+# their medians, 2026-11-22 and 23).
+MAX_SHIFT_MS = 0.5
 
 
 def per_call_ms(ticks: Ticks, calibration: Calibration, claimed: float) -> float:
@@ -91,28 +118,39 @@ def run_ticks(
     noop: bool = False,
     fetch: dict[int, int] | None = None,
     spin: int = 0,
+    between: list[int] | None = None,
 ) -> Ticks:
     """One call per seed, one tick each; `fetch` maps a call to the re-check that reads its
     outputs once it has answered. A `noop` tick with `spin` waits that many GPU cycles in
-    place of the call (calibration only)."""
+    place of the call (calibration only). `between` holds the seeds of plain no-op ticks,
+    one after each call (and its fetch) until they run out, recorded in `noops`."""
     fetch = fetch or {}
     out = Ticks()
+    spare = list(between or [])
+    if spare:
+        out.noops = Ticks()
     for i, seed in enumerate(seeds):
-        t = time.perf_counter()
-        child.send("tick", i=i, seed=seed, noop=noop, spin=spin)
-        msg = expect(child, "tick", "time")
-        out.walls.append((time.perf_counter() - t) * 1e3)
-        sample, tail = msg.fields.get("sample"), msg.fields.get("tail")
-        if not _plain_number(sample) or not _plain_number(tail) or msg.fields.get("i") != i:
-            raise TimingRefused("malformed timing reply")
-        out.samples.append(float(sample))
-        out.tails.append(float(tail))
-        host = msg.fields.get("host")
-        out.hosts.append(float(host) if _plain_number(host) else float("nan"))
+        _tick(child, expect, out, i, seed, noop, spin)
         if i in fetch:
             child.send("fetch", index=fetch[i])
             out.rechecks.append(expect(child, "output", "time"))
+        if spare:
+            _tick(child, expect, out.noops, i, spare.pop(), True, 0)
     return out
+
+
+def _tick(child: Child, expect, out: Ticks, i: int, seed: int, noop: bool, spin: int) -> None:
+    t = time.perf_counter()
+    child.send("tick", i=i, seed=seed, noop=noop, spin=spin)
+    msg = expect(child, "tick", "time")
+    out.walls.append((time.perf_counter() - t) * 1e3)
+    sample, tail = msg.fields.get("sample"), msg.fields.get("tail")
+    if not _plain_number(sample) or not _plain_number(tail) or msg.fields.get("i") != i:
+        raise TimingRefused("malformed timing reply")
+    out.samples.append(float(sample))
+    out.tails.append(float(tail))
+    host = msg.fields.get("host")
+    out.hosts.append(float(host) if _plain_number(host) else float("nan"))
 
 
 # The judge's allowance for host noise in the tail (two event records around a sync).

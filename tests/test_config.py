@@ -45,13 +45,13 @@ def test_quickstart_is_the_default_and_runs_three_builtins_offline():
     assert cfg == load_config(EXPERIMENTS / "quickstart.yaml")
     assert cfg.name == "quickstart"
     assert cfg.workloads == (
-        "builtin:matmul",
+        "builtin:rmsnorm",
         "builtin:matmul_bias_relu",
         "builtin:matmul_scale_gelu",
     )
     assert cfg.backends == ("triton",)
     assert cfg.population.islands == 2
-    assert cfg.budgets.max_evals == 60
+    assert cfg.budgets.max_evals == 90
     assert cfg.llm.spec == "offline"
     assert cfg.kernelbench is None
 

@@ -134,3 +134,45 @@ def test_a_few_slow_round_trips_do_not_count_against_an_honest_call():
     ticks = _ticks([0.4] * 100, [0.02] * 100, walls)
     assert abs(per_call_ms(ticks, calib, 0.4) - 0.4) < 0.02  # overhead 0.29
     check_ticks(ticks, calib, gpu=True)
+
+
+def test_no_ops_between_the_calls_follow_each_call_and_its_fetch():
+    """With `between`, a plain no-op tick follows every call (after its re-check fetch, so the
+    fetched outputs are the call's own), and its figures are kept apart from the calls'."""
+    child = RecordingChild()
+    seeds = [random.randrange(1, 2**31) for _ in range(6)]
+    spare = [random.randrange(1, 2**31) for _ in range(6)]
+    ticks = run_ticks(child, seeds, answer, fetch={2: 0}, between=spare)
+    kinds = [(k, f.get("noop")) for k, f in child.sent]
+    call, noop, fetch = ("tick", False), ("tick", True), ("fetch", None)
+    assert kinds == [call, noop] * 2 + [call, fetch, noop] + [call, noop] * 3
+    assert [f["seed"] for k, f in child.sent if k == "tick" and not f["noop"]] == seeds
+    assert not set(f["seed"] for k, f in child.sent if k == "tick" and f["noop"]) & set(seeds)
+    assert len(ticks.walls) == 6 and len(ticks.noops.walls) == 6 and len(ticks.rechecks) == 1
+
+
+def test_no_ops_read_during_the_timed_calls_move_the_overhead_within_a_bound():
+    """The overhead read before loading drifts: an honest 0.4 ms call whose round trips carry
+    0.5 ms more overhead than the first no-ops did is refused on the first reading and passes
+    once the interleaved no-ops show the same drift. The move upward is capped, so a gross
+    claim is still refused whatever the no-ops read."""
+    import pytest
+
+    from fitness.lockstep import MAX_SHIFT_MS, Calibration, TimingRefused, check_ticks
+
+    before = _ticks([0.01] * 100, [0.02] * 100, [0.31] * 100)  # overhead 0.3 ms
+    honest = _ticks([0.4] * 100, [0.02] * 100, [1.2] * 100)  # 0.4 ms call, 0.8 ms overhead
+    with pytest.raises(TimingRefused, match="timer tampering"):
+        check_ticks(honest, Calibration(before), gpu=True)
+    drifted = Calibration(before, during=_ticks([0.01] * 100, [0.02] * 100, [0.81] * 100))
+    assert abs(drifted.shift - 0.5) < 1e-9
+    check_ticks(honest, drifted, gpu=True)
+
+    slowed = Calibration(before, during=_ticks([0.01] * 100, [0.02] * 100, [5.0] * 100))
+    assert slowed.shift == MAX_SHIFT_MS
+    forged = _ticks([0.4] * 100, [0.02] * 100, [3.0] * 100)  # a 2.2 ms call claiming 0.4
+    with pytest.raises(TimingRefused, match="timer tampering"):
+        check_ticks(forged, slowed, gpu=True)
+    # a drift downward moves the curve down in full: the judge's clock reads more per call
+    quieter = Calibration(before, during=_ticks([0.01] * 100, [0.02] * 100, [0.11] * 100))
+    assert abs(quieter.shift + 0.2) < 1e-9 and abs(quieter.overhead(0.0) - 0.1) < 1e-9
