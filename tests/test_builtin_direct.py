@@ -5,20 +5,25 @@ constants; the seed must match Model at fp32 tolerances, and Model's output must
 degenerate (constant, ~0), so that the workload passes the screening it is meant to pass.
 """
 
-import os
+import importlib.util
+from pathlib import Path
 
-os.environ["TRITON_INTERPRET"] = "1"
-
-import importlib.util  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
 WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "experiments" / "workloads"
 WORKLOAD_NAMES = sorted(p.stem for p in WORKLOADS_DIR.glob("*.py") if p.stem != "__init__")
 CPU_SHAPE_INDICES = [0, 1]
 ATOL = RTOL = 1e-4
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _interpreter():
+    """The interpreter for this module's tests only. Set at import, it leaked into every test a
+    GPU session collected after it (Inductor's kernels then ran interpreted)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRITON_INTERPRET", "1")
+        yield
 
 
 def _load_module(path: Path, module_name: str):
