@@ -60,6 +60,9 @@ class IslandHost:
         self.strategies = {n: make_strategy(strategy, **params) for n in self.islands}
         self.rngs = {n: random.Random(f"{self.seed}/{n}") for n in self.islands}
         self.next_step = dict.fromkeys(self.islands, 0)
+        # Hashes of offline children proposed and not yet folded: a child in flight counts
+        # for dedup too (two identical children of one parent were both judged on the H100).
+        self.pending: dict[str, set[str]] = {n: set() for n in self.islands}
         self.migrations = 0
         self.exported: dict[str, Member] = {}  # island -> its best at the last migration
         target = {"cuda": "gpu", "cpu": "interpreter"}.get(cfg["fitness"].get("device"))
@@ -84,6 +87,8 @@ class IslandHost:
             prop = self._propose_one(island)
             if prop is None:
                 break
+            if prop.source:  # an LLM request's source is drafted later
+                self.pending[island].add(prop.source_hash)
             out.append(prop.to_dict())
         return out
 
@@ -121,7 +126,7 @@ class IslandHost:
             if child is None:
                 continue
             digest = source_hash(child)
-            if pop.seen(digest):
+            if pop.seen(digest) or digest in self.pending[island]:
                 self._event("duplicate", island, {"step": step, "operator": op})
                 continue
             for p in parents:
@@ -299,6 +304,7 @@ class IslandHost:
                 )
 
     def _fold(self, island: str, row: dict) -> None:
+        self.pending[island].discard(row["source_hash"])
         m = Member(
             candidate_id=row["candidate_id"],
             source_hash=row["source_hash"],
@@ -389,6 +395,7 @@ class IslandHost:
             "strategies": {n: s.get_state() for n, s in self.strategies.items()},
             "rngs": {n: _rng_state(r) for n, r in self.rngs.items()},
             "next_step": dict(self.next_step),
+            "pending": {n: sorted(h) for n, h in self.pending.items()},
             "migrations": self.migrations,
             "exported": {n: m.to_dict() for n, m in self.exported.items()},
         }
@@ -401,6 +408,9 @@ class IslandHost:
         for n, s in state["rngs"].items():
             self.rngs[n].setstate(_rng_from(s))
         self.next_step.update(state["next_step"])
+        for n, hashes in state.get("pending", {}).items():  # absent before 2026-11-23
+            if n in self.pending:
+                self.pending[n] = set(hashes)
         self.migrations = state["migrations"]
         self.exported = {n: Member.from_dict(d) for n, d in state.get("exported", {}).items()}
 

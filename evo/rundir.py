@@ -2,7 +2,7 @@
 
 Everything goes through a pyarrow filesystem, so a run directory may be a local path or an
 object-store URI. A checkpoint is committed by a marker written after its data; readers take
-the newest committed one.
+the newest committed one, and only the newest KEEP_CHECKPOINTS are kept.
 """
 
 from __future__ import annotations
@@ -16,6 +16,11 @@ import pyarrow.fs as pafs
 
 from evo.lineage import open_run_dir
 from fitness.errors import EvoError
+
+# Checkpoints kept: resume reads the newest committed one. A sweep checkpoints every minute
+# and each holds every island's population (about 0.7 MB for 20 KernelBench islands), so a
+# run of days kept whole would fill its directory with ones nobody reads.
+KEEP_CHECKPOINTS = 3
 
 
 @dataclass
@@ -85,7 +90,17 @@ class RunDir:
         rel = f"checkpoints/{n:06d}"
         self.write_text(f"{rel}/state.json", json.dumps(state))
         self.write_text(f"{rel}/COMMITTED", "")
+        self._prune_checkpoints(n)
         return n
+
+    def _prune_checkpoints(self, newest: int) -> None:
+        """Delete the checkpoints (committed or torn) older than the newest KEEP_CHECKPOINTS."""
+        sel = pafs.FileSelector(self.path("checkpoints"))
+        for info in self.fs.get_file_info(sel):
+            name = info.path.rstrip("/").split("/")[-1]
+            if info.type == pafs.FileType.Directory and name.isdigit():
+                if int(name) <= newest - KEEP_CHECKPOINTS:
+                    self.fs.delete_dir(info.path)
 
     def latest_checkpoint_number(self) -> int | None:
         if not self.exists("checkpoints"):

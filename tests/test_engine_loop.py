@@ -365,3 +365,27 @@ def test_a_resumed_island_does_not_repair_a_failure_twice(tmp_path):
     assert again["parent_ids"] == [repair["candidate_id"]]  # not the seed's failure again
     a.close()
     b.close()
+
+
+def test_children_in_flight_count_for_dedup_and_survive_a_checkpoint(tmp_path):
+    """Children proposed before any of them is judged are all different sources (on the H100
+    two identical children of one parent were both judged); their hashes are kept in the
+    checkpoint and leave it when their verdicts are folded."""
+    a = host(tmp_path / "a")
+    island = a.islands[0]
+    (seed,) = a.propose(island, 1)
+    a.integrate([(seed, correct(seed))])
+    props = a.propose(island, 30)  # none judged yet
+    hashes = [p["source_hash"] for p in props]
+    assert len(props) >= 5 and len(set(hashes)) == len(hashes)
+    assert a.pending[island] == set(hashes)
+
+    b = host(tmp_path / "b")
+    b.set_state(json.loads(json.dumps(a.get_state())))
+    assert b.pending[island] == set(hashes)
+    b.integrate([(props[0], correct(props[0]))])
+    assert b.pending[island] == set(hashes[1:]) and b.pops[island].seen(hashes[0])
+    for p in b.propose(island, 30):
+        assert p["source_hash"] not in hashes
+    a.close()
+    b.close()
