@@ -1,4 +1,5 @@
-"""The driver of a run: island hosts and fitness workers on Ray, budgets, checkpoints, resume.
+"""The driver of a run: island hosts and fitness workers on Ray, budgets, checkpoints, resume
+(what a checkpoint holds and how a run comes back from it: `evo.recovery`).
 
 Steady state, no generation barrier: each island keeps `population.in_flight` children in
 flight; a verdict is folded into its island as soon as it lands, and the island proposes again.
@@ -26,9 +27,18 @@ from evo.candidate import failed_verdict, verdict_from_row
 from evo.config import RunConfig, config_yaml, load_config_text, with_absolute_paths
 from evo.drafting import Drafter
 from evo.island import IslandHost
-from evo.lineage import LineageWriter, read_table
+from evo.lineage import LineageWriter
 from evo.pool import WORKER_DIED, FitnessPool
 from evo.progress import LiveView, Progress
+from evo.recovery import (
+    checkpoint_state,
+    host_restoration,
+    plan_resume,
+    recorded_analyses,
+    recorded_run_id,
+    saved_population,
+    steps_taken,
+)
 from evo.rundir import RunDir
 from evo.seeding import add_compiler_seeds
 from evo.workset import run_workloads
@@ -82,7 +92,7 @@ class Engine:
         self.run_id = (
             ckpt["run_id"]
             if ckpt
-            else (self._recorded_run_id() if self.resume else uuid.uuid4().hex[:8])
+            else (recorded_run_id(self.rd) if self.resume else uuid.uuid4().hex[:8])
         )
         if not self.resume:
             if self.rd.exists("candidates"):
@@ -183,33 +193,18 @@ class Engine:
         after it; rows it had not flushed are lost (at most a few seconds' worth), and the
         steps of children still in flight are not handed out again."""
         self._event("fault", "", {"host": w, "error": str(error)[-800:]})
-        self.hosts[w] = self._new_host(w)
-        ckpt = self.rd.latest_checkpoint()
-        done: set[str] = set()
-        if ckpt and ckpt.get("run_id") == self.run_id and w in ckpt["hosts"]:
-            ray.get(self.hosts[w].set_state.remote(ckpt["hosts"][w]))
-            done = set(ckpt["integrated"].get(w, []))
-        rows = [
-            r
-            for r in read_table(self.rd.uri, "candidates").to_pylist()
-            if r["workload"] == w and r["candidate_id"] not in done
-        ]
-        ray.get(self.hosts[w].fold_rows.remote(rows))
+        self.hosts[w] = host = self._new_host(w)
+        state, rows = host_restoration(self.rd, self.run_id, w)
+        if state is not None:
+            ray.get(host.set_state.remote(state))
+        ray.get(host.fold_rows.remote(rows))
         if self.recorded:
-            ray.get(self.hosts[w].set_recorded.remote(list(self.recorded)))
+            ray.get(host.set_recorded.remote(list(self.recorded)))
         taken = [p for isl in self.islands[w] for p in self.in_flight[isl]]
         taken += [p for p in self.unadmitted if p["workload"] == w]
-        steps: dict[str, int] = {}
-        for p in taken:
-            steps[p["island"]] = max(steps.get(p["island"], 0), p["step"] + 1)
-        ray.get(self.hosts[w].advance_steps.remote(steps))
-        self._event("restore", "", {"host": w, "checkpoint": bool(done), "folded": len(rows)})
-
-    def _recorded_run_id(self) -> str:
-        ids = read_table(self.rd.uri, "candidates", columns=["run_id"]).column("run_id")
-        if len(ids) == 0:
-            raise EvoError(f"{self.rd.uri}: nothing recorded to resume")
-        return ids[0].as_py()
+        ray.get(host.advance_steps.remote(steps_taken(taken)))
+        restored = {"host": w, "checkpoint": state is not None, "folded": len(rows)}
+        self._event("restore", "", restored)
 
     def _start_ray(self) -> None:
         if ray.is_initialized():
@@ -230,49 +225,24 @@ class Engine:
             self._seed_from(from_run)
         if not self.resume:
             return [], []
-        rows = read_table(self.rd.uri, "candidates").to_pylist()
-        if self.cfg.deterministic:
-            # Replay: every proposal is made again; recorded ones take their recorded verdict.
-            self.recorded = {r["candidate_id"]: r for r in rows}
+        plan = plan_resume(self.rd, ckpt, self.cfg.deterministic)
+        if plan.recorded is not None:  # a replay
+            self.recorded = plan.recorded
             ids = list(self.recorded)
             ray.get([h.set_recorded.remote(ids) for h in self.hosts.values()])
-            self.budget.set_evals(_evals(rows))
-            self._event("resume", "", {"mode": "replay", "recorded": len(rows)})
-            return [], []
-        done = {w: set(ids) for w, ids in ckpt["integrated"].items()}
         for w, h in self.hosts.items():
-            ray.get(h.set_state.remote(ckpt["hosts"][w]))
-            later = [r for r in rows if r["workload"] == w and r["candidate_id"] not in done[w]]
-            ray.get(h.fold_rows.remote(later))
-        have = {r["candidate_id"] for r in rows}
-        again = [p for p in ckpt["in_flight"] if p["candidate_id"] not in have]
-        readmit = [p for p in ckpt.get("unadmitted", []) if p["candidate_id"] not in have]
-        # The lineage is the truth: every judged row, and every child submitted again (a child
-        # admitted again reserves its evaluation then, as a new one does).
-        self.budget.set_evals(_evals(rows + again))
-        self._event(
-            "resume",
-            "",
-            {
-                "checkpoint": self.rd.latest_checkpoint_number(),
-                "folded": len(rows),
-                "resubmitted": len(again),
-                "readmitted": len(readmit),
-            },
-        )
-        return again, readmit
+            if w in plan.hosts:
+                state, later = plan.hosts[w]
+                ray.get(h.set_state.remote(state))
+                ray.get(h.fold_rows.remote(later))
+        self.budget.set_evals(plan.evals)
+        self._event("resume", "", plan.event)
+        return plan.again, plan.readmit
 
     def _seed_from(self, run: str) -> None:
-        cols = ["candidate_id", "workload", "backend", "island", "source", "status", "fitness"]
-        t = read_table(run, "candidates", columns=cols).to_pandas()
-        t = t[(t.status == "correct") & t.fitness.notna()]
+        saved = saved_population(run, list(self.hosts), self.cfg.population.cap)
         for w, h in self.hosts.items():
-            top = (
-                t[t.workload == w]
-                .sort_values("fitness", ascending=False)
-                .head(self.cfg.population.cap)
-            )
-            n = ray.get(h.seed_from.remote(top.to_dict("records")))
+            n = ray.get(h.seed_from.remote(saved[w]))
             self._event("seeded", "", {"workload": w, "from": run, "members": n})
 
     # -- the loop
@@ -390,17 +360,8 @@ class Engine:
     def _restore_advice(self) -> None:
         """A resumed run keeps the advice it had (the `analysis` events are the record: a
         recommendation may have come after the last checkpoint) and its profiles' counts."""
-        if not self.rd.exists("events"):
-            return
-        cols = ["kind", "island", "detail"]
-        events = read_table(self.rd.uri, "events", columns=cols).to_pylist()
-        done = [
-            {**json.loads(e["detail"]), "island": e["island"]}
-            for e in events
-            if e["kind"] == "analysis" and e["island"]
-        ]
         by_island = {isl: w for w, isls in self.islands.items() for isl in isls}
-        for island, cid, rec in self.advisor.restore(done):
+        for island, cid, rec in self.advisor.restore(recorded_analyses(self.rd)):
             if island in by_island:
                 self._call(by_island[island], "set_recommendation", island, cid, rec)
 
@@ -647,23 +608,14 @@ class Engine:
     # -- checkpoints and the end
     def checkpoint(self) -> int:
         states = [self._call(w, "get_state") for w in self.hosts]
-        hosts = dict(zip(self.hosts, states, strict=True))
-        rows = read_table(self.rd.uri, "candidates", columns=["candidate_id", "workload"])
-        integrated: dict[str, list] = defaultdict(list)
-        for cid, w in zip(
-            rows.column("candidate_id").to_pylist(),
-            rows.column("workload").to_pylist(),
-            strict=True,
-        ):
-            integrated[w].append(cid)
-        state = {
-            "run_id": self.run_id,
-            "hosts": hosts,
-            "budget": self.budget.get_state(),
-            "in_flight": [p for props in self.in_flight.values() for p in props],
-            "unadmitted": list(self.unadmitted),
-            "integrated": {w: integrated.get(w, []) for w in self.hosts},
-        }
+        state = checkpoint_state(
+            self.rd,
+            self.run_id,
+            dict(zip(self.hosts, states, strict=True)),
+            self.budget.get_state(),
+            [p for props in self.in_flight.values() for p in props],
+            self.unadmitted,
+        )
         n = self.rd.write_checkpoint(state)
         self._event("checkpoint", "", {"number": n, "in_flight": len(state["in_flight"])})
         self.events.flush()
@@ -723,15 +675,6 @@ class Engine:
 def _trades(m) -> bool:
     """Whether islands trade at all: migration within a backend, or translation across."""
     return (m.topology != "none" and m.rate > 0) or m.cross_backend
-
-
-def _evals(items: list[dict]) -> dict[str, int]:
-    """Evaluations per workload: judged rows (not migrant copies) and proposals."""
-    evals: dict[str, int] = defaultdict(int)
-    for r in items:
-        if not r.get("is_migrant"):
-            evals[r["workload"]] += 1
-    return dict(evals)
 
 
 def run_config(cfg: RunConfig, run_dir: str, from_run: str | None = None, quiet: bool = False):
