@@ -70,8 +70,7 @@ def plan_resume(rd: RunDir, ckpt: dict | None, deterministic: bool) -> Resumptio
             recorded={r["candidate_id"]: r for r in rows},
             event={"mode": "replay", "recorded": len(rows)},
         )
-    if ckpt is None:
-        raise EvoError(f"{rd.uri}: no committed checkpoint to resume from")
+    assert ckpt is not None, "the engine refuses a resume without a checkpoint first"
     done = {w: set(ids) for w, ids in ckpt["integrated"].items()}
     hosts = {
         w: (state, [r for r in rows if r["workload"] == w and r["candidate_id"] not in done[w]])

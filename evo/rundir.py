@@ -94,13 +94,16 @@ class RunDir:
         return n
 
     def _prune_checkpoints(self, newest: int) -> None:
-        """Delete the checkpoints (committed or torn) older than the newest KEEP_CHECKPOINTS."""
-        sel = pafs.FileSelector(self.path("checkpoints"))
-        for info in self.fs.get_file_info(sel):
-            name = info.path.rstrip("/").split("/")[-1]
-            if info.type == pafs.FileType.Directory and name.isdigit():
-                if int(name) <= newest - KEEP_CHECKPOINTS:
-                    self.fs.delete_dir(info.path)
+        """Delete the checkpoints (committed or torn) older than the newest KEEP_CHECKPOINTS.
+        A store that refuses costs only room: the next checkpoint tries again."""
+        try:
+            for info in self.fs.get_file_info(pafs.FileSelector(self.path("checkpoints"))):
+                name = info.path.rstrip("/").split("/")[-1]
+                if info.type == pafs.FileType.Directory and name.isdigit():
+                    if int(name) <= newest - KEEP_CHECKPOINTS:
+                        self.fs.delete_dir(info.path)
+        except OSError:
+            pass
 
     def latest_checkpoint_number(self) -> int | None:
         if not self.exists("checkpoints"):

@@ -2,10 +2,11 @@
 
 The judge sends one tick per call, with the seed of that call's fresh inputs, and times the
 round trip itself. A child can report a sample, but not one longer than the judge waited, and
-not a median far below the judge's own per-call time (the tick's wall time less the no-op
-calibration tick's). Replies sent ahead of their ticks arrive faster than any real call could
-run, and are refused. The judge fetches the outputs of the calls it re-checks only after they
-have answered, so every tick looks the same to the child.
+not a median far below the judge's own per-call time (the tick's wall time less a no-op
+tick's, read before loading and again between the timed calls). Replies sent ahead of their
+ticks arrive faster than any real call could run, and are refused. The judge fetches the
+outputs of the calls it re-checks only after they have answered, so every tick looks the same
+to the child.
 """
 
 from __future__ import annotations
@@ -100,8 +101,7 @@ class Calibration:
 
 
 # The most the interleaved no-ops may raise the judge's overhead estimate (ms). The drift
-# they correct spread over about +-0.3 ms on an H100 (accepted rows' wall_ms_per_call against
-# their medians, 2026-11-22 and 23).
+# they correct read between -0.27 and +0.45 ms on an H100 (protocol 4 rows, 2026-11-23).
 MAX_SHIFT_MS = 0.5
 
 
