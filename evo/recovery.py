@@ -83,9 +83,10 @@ def plan_resume(rd: RunDir, ckpt: dict | None, deterministic: bool) -> Resumptio
         hosts=hosts,
         again=again,
         readmit=readmit,
-        # Every judged row, and every child submitted again (a child admitted again reserves
-        # its evaluation then, as a new one does).
-        evals=evals_per_workload(rows + again),
+        # Every judged row, and every written child submitted again. A child admitted again,
+        # or one still being drafted (asked for again), reserves its evaluation when it is
+        # admitted, as a new one does.
+        evals=evals_per_workload(rows + [p for p in again if p["source"]]),
         event={
             "checkpoint": rd.latest_checkpoint_number(),
             "folded": len(rows),

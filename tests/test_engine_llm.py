@@ -123,14 +123,15 @@ def test_drafted_children_a_budget_refused_are_judged_on_resume_without_asking_a
 ):
     """A child the model already wrote but the evaluation budget refused is kept in the
     checkpoint; `evo resume` with a larger budget judges that very source (no second call
-    for it), and the island's steps keep no gap."""
+    for it), and no step is lost: each island's steps are its rows plus the children the
+    last budget stop refused (drafts land in any order, so that may be an earlier step)."""
     from evo.engine import resume
     from evo.rundir import RunDir
 
     server.script(*[variant(k) for k in range(1, 13)])
     rd = str(tmp_path / "run")
-    # Two seeds and one draft per island at the start: the first draft back takes the last
-    # of the 3 evaluations, the second is refused.
+    # Two seeds, then two drafts per island as its seed's verdict lands: the first draft back
+    # takes the last of the 3 evaluations, and the next is refused.
     over = {"population": {"islands": 2, "in_flight": 2, "cap": 8, "elites": 1},
             "budgets": {"max_evals": 3}}  # fmt: skip
     cfg = load_config_dict(config("openai:m1", server.openai_base_url, deterministic=False, **over))
@@ -143,13 +144,16 @@ def test_drafted_children_a_budget_refused_are_judged_on_resume_without_asking_a
     assert res["stop"] == "budget: max_evals", res
     rows = read_frame(rd, "candidates")
     assert len(rows) == 6 and rows.candidate_id.is_unique
-    for island, g in rows.groupby("island"):
-        assert sorted(g.step) == list(range(len(g))), (island, sorted(g.step))
+    left = RunDir(rd).latest_checkpoint()["unadmitted"]
+    steps: dict[str, list] = {}
+    for island, step in [*zip(rows.island, rows.step), *((p["island"], p["step"]) for p in left)]:
+        steps.setdefault(island, []).append(step)
+    for island, s in steps.items():
+        assert sorted(s) == list(range(len(s))), (island, sorted(s))
     by_id = rows.set_index("candidate_id")
     for p in refused:  # judged as drafted: the same source, the same call
         assert by_id.loc[p["candidate_id"], "source_hash"] == p["source_hash"]
         assert by_id.loc[p["candidate_id"], "llm_call_id"] == p["llm_call_id"]
-    left = RunDir(rd).latest_checkpoint()["unadmitted"]
     calls = read_frame(rd, "llm_calls")
     drafted = rows[rows.operator.str.startswith("llm_")]
     assert set(calls.llm_call_id) == set(drafted.llm_call_id) | {p["llm_call_id"] for p in left}
