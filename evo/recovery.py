@@ -71,11 +71,7 @@ def plan_resume(rd: RunDir, ckpt: dict | None, deterministic: bool) -> Resumptio
             event={"mode": "replay", "recorded": len(rows)},
         )
     assert ckpt is not None, "the engine refuses a resume without a checkpoint first"
-    done = {w: set(ids) for w, ids in ckpt["integrated"].items()}
-    hosts = {
-        w: (state, [r for r in rows if r["workload"] == w and r["candidate_id"] not in done[w]])
-        for w, state in ckpt["hosts"].items()
-    }
+    hosts = {w: (state, _after(ckpt, rows, w)) for w, state in ckpt["hosts"].items()}
     have = {r["candidate_id"] for r in rows}
     again = [p for p in ckpt["in_flight"] if p["candidate_id"] not in have]
     readmit = [p for p in ckpt.get("unadmitted", []) if p["candidate_id"] not in have]
@@ -100,15 +96,16 @@ def host_restoration(rd: RunDir, run_id: str, w: str) -> tuple[dict | None, list
     """A dead island host's last checkpointed state (None if it has none) and the rows
     recorded after it; rows the host had not flushed are lost (a few seconds' worth)."""
     ckpt = rd.latest_checkpoint()
-    state, done = None, set()
-    if ckpt and ckpt.get("run_id") == run_id and w in ckpt["hosts"]:
-        state, done = ckpt["hosts"][w], set(ckpt["integrated"].get(w, []))
-    rows = [
-        r
-        for r in read_table(rd.uri, "candidates").to_pylist()
-        if r["workload"] == w and r["candidate_id"] not in done
-    ]
-    return state, rows
+    if not (ckpt and ckpt.get("run_id") == run_id and w in ckpt["hosts"]):
+        ckpt = None
+    rows = read_table(rd.uri, "candidates").to_pylist()
+    return (ckpt["hosts"][w] if ckpt else None), _after(ckpt, rows, w)
+
+
+def _after(ckpt: dict | None, rows: list[dict], w: str) -> list[dict]:
+    """Workload w's rows that the checkpoint's host state does not hold (all, without one)."""
+    done = set(ckpt["integrated"].get(w, [])) if ckpt else set()
+    return [r for r in rows if r["workload"] == w and r["candidate_id"] not in done]
 
 
 def steps_taken(proposals: list[dict]) -> dict[str, int]:

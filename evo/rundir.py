@@ -86,34 +86,38 @@ class RunDir:
 
     # -- checkpoints
     def write_checkpoint(self, state: dict) -> int:
-        n = (self.latest_checkpoint_number() or 0) + 1
+        """Commit the next checkpoint, then delete those older than the newest
+        KEEP_CHECKPOINTS (committed or torn). A store that refuses the delete costs only
+        room: the next checkpoint tries again."""
+        found = self._checkpoints()
+        n = max((k for k, committed in found.items() if committed), default=0) + 1
         rel = f"checkpoints/{n:06d}"
         self.write_text(f"{rel}/state.json", json.dumps(state))
         self.write_text(f"{rel}/COMMITTED", "")
-        self._prune_checkpoints(n)
-        return n
-
-    def _prune_checkpoints(self, newest: int) -> None:
-        """Delete the checkpoints (committed or torn) older than the newest KEEP_CHECKPOINTS.
-        A store that refuses costs only room: the next checkpoint tries again."""
         try:
-            for info in self.fs.get_file_info(pafs.FileSelector(self.path("checkpoints"))):
-                name = info.path.rstrip("/").split("/")[-1]
-                if info.type == pafs.FileType.Directory and name.isdigit():
-                    if int(name) <= newest - KEEP_CHECKPOINTS:
-                        self.fs.delete_dir(info.path)
+            for k in found:
+                if k <= n - KEEP_CHECKPOINTS:
+                    self.fs.delete_dir(self.path(f"checkpoints/{k:06d}"))
         except OSError:
             pass
+        return n
+
+    def _checkpoints(self) -> dict[int, bool]:
+        """Every checkpoint folder by number, and whether it is committed (one listing)."""
+        if not self.exists("checkpoints"):
+            return {}
+        found: dict[int, bool] = {}
+        sel = pafs.FileSelector(self.path("checkpoints"), recursive=True)
+        for info in self.fs.get_file_info(sel):
+            parts = info.path.rstrip("/").split("/")
+            if info.type == pafs.FileType.Directory and parts[-1].isdigit():
+                found.setdefault(int(parts[-1]), False)
+            elif parts[-1] == "COMMITTED" and parts[-2].isdigit():
+                found[int(parts[-2])] = True
+        return found
 
     def latest_checkpoint_number(self) -> int | None:
-        if not self.exists("checkpoints"):
-            return None
-        sel = pafs.FileSelector(self.path("checkpoints"), recursive=True)
-        done = [
-            int(i.path.rstrip("/").split("/")[-2])
-            for i in self.fs.get_file_info(sel)
-            if i.path.endswith("/COMMITTED")
-        ]
+        done = [k for k, committed in self._checkpoints().items() if committed]
         return max(done) if done else None
 
     def latest_checkpoint(self) -> dict | None:
