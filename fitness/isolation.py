@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import subprocess
 from pathlib import Path
+
+from fitness.containment import contain, die_with_parent, limit_resources, no_new_privileges
 
 # Environment variables a candidate keeps; everything else is dropped (secrets included).
 ENV_KEEP = (
@@ -17,11 +18,13 @@ ENV_KEEP = (
 )  # fmt: skip
 
 
-def isolate(job) -> None:
-    """Cut the freshly forked child off: own session, scrubbed environment, private folder and
-    caches, output to a log file, file-size and core limits, no network where allowed."""
+def isolate(job, needs: list[str]) -> None:
+    """Cut the freshly forked child off: the OS walls (fitness.containment: namespaces, a
+    root of its own, private scratch), its own session, a scrubbed environment, caches in its
+    folder, output to a log file, resource limits, no network."""
     os.setsid()
     die_with_parent()
+    layers = contain(job, needs)
     keep = {k: v for k, v in os.environ.items() if k in ENV_KEEP}
     os.environ.clear()
     os.environ.update(keep)
@@ -48,47 +51,35 @@ def isolate(job) -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (job.file_size_limit, job.file_size_limit))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    _unshare_network()
+    limit_resources(job.file_size_limit)
+    if "net" not in layers:
+        _unshare_network()
 
 
-def drop_privileges(job, shm_dir: str) -> None:
-    """Become `job.run_as` (a root judge only) before candidate code runs.
+def drop_privileges(job) -> None:
+    """Become `job.run_as` (a root judge only) before candidate code runs, and forbid any
+    later gain of privileges (setuid programs) whoever the judge is.
 
     Everything the harness needs is open or loaded by then; the candidate keeps its own
     folders (given to that user) and can no longer read the judge's memory or environment
     through /proc, nor write the judge's caches.
     """
-    if not job.run_as or os.geteuid() != 0:
-        return
-    import pwd
+    if job.run_as and os.geteuid() == 0:
+        import pwd
 
-    try:
-        user = pwd.getpwnam(job.run_as)
-    except KeyError:
-        return
-    for root in (job.tmpdir, shm_dir, os.environ.get("TORCH_EXTENSIONS_DIR", "")):
-        if root and os.path.isdir(root):
-            _chown_tree(root, user.pw_uid, user.pw_gid)
-    os.setgroups([])
-    os.setgid(user.pw_gid)
-    os.setuid(user.pw_uid)
-    die_with_parent()  # a change of user clears the setting
-
-
-def die_with_parent() -> None:
-    """SIGKILL this process when its parent (the fork server) goes, so a candidate never
-    outlives a judge that was killed: a hanging kernel would spin on for ever."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL (Linux)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:  # the parent is already gone
-        os._exit(1)
+        try:
+            user = pwd.getpwnam(job.run_as)
+        except KeyError:
+            user = None
+        if user is not None:
+            for root in (job.tmpdir, os.environ.get("TORCH_EXTENSIONS_DIR", "")):
+                if root and os.path.isdir(root):
+                    _chown_tree(root, user.pw_uid, user.pw_gid)
+            os.setgroups([])
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+            die_with_parent(parent=os.getppid())  # a change of user clears the setting
+    no_new_privileges()
 
 
 def _chown_tree(root: str, uid: int, gid: int) -> None:

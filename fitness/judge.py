@@ -1,8 +1,11 @@
 """The judge: runs one candidate through the correctness and timing protocols and decides.
 
 The verdict is made here, in a process the candidate never ran in. Children send outputs
-and samples; the judge compares outputs against references computed in a separate process,
-cross-checks the samples against its own wall clock, and reads the launch trace.
+(sealed memfds) and samples; the judge compares the outputs against references computed in a
+separate process, cross-checks the samples against its own wall clock, replays one round with
+the candidate's own kernels neutered (fitness.neuter) to see who did the work, reads the walls
+the candidate ran in from /proc, and reads the launch trace, which may convict but never
+clears a candidate alone.
 """
 
 from __future__ import annotations
@@ -22,13 +25,8 @@ from pathlib import Path
 
 import torch
 
-from fitness.guardrails import (
-    LIBRARY_GEMMS,
-    GuardrailConfig,
-    check,
-    defines_model_new,
-    strip_comments,
-)
+from fitness import channel, containment
+from fitness.guardrails import GuardrailConfig, check, defines_model_new, strip_comments
 from fitness.inputs import Round
 from fitness.lockstep import (
     Calibration,
@@ -38,11 +36,13 @@ from fitness.lockstep import (
     run_ticks,
     tail_excess_ms,
 )
+from fitness.neuter import neuter
 from fitness.precision import Precision, tolerance
 from fitness.processes import Child, ChildFailed, Message
 from fitness.results import EvalResult, Status
 from fitness.roofline import sol_ms
 from fitness.sandbox import Job
+from fitness.trace import compute_ops, own_kernel_ran, own_launches
 from fitness.workloads import Workload
 
 DISTRIBUTIONS = ("workload", "normal", "workload", "heavy", "workload")
@@ -72,6 +72,7 @@ class EvalOptions:
     baselines: bool = True
     compile_baseline: bool | None = None  # None: on a GPU only (a CPU compile costs minutes)
     check_trace: bool = True
+    replay: bool = True  # the neutered replay (fitness.neuter) of a candidate found correct
     seed: int | None = None  # None: secret, fresh per evaluation
     extension_dir: str | None = None  # CUDA builds, shared between runs (keyed by source)
     cuda_arch: str | None = None  # TORCH_CUDA_ARCH_LIST of those builds; None: this GPU's
@@ -209,27 +210,29 @@ def compare(outs, refs, atol: float, rtol: float) -> tuple[str, float, float]:
     return "", max_abs, max_rel
 
 
+def _meta_problem(metas: list, refs) -> str:
+    """What is wrong with the outputs a child claims, against the reference ('' if nothing):
+    their number, shapes and dtypes."""
+    if len(metas) != len(refs):
+        return f"returned {len(metas)} output tensors, expected {len(refs)}"
+    for k, (meta, r) in enumerate(zip(metas, refs)):
+        tag = f"output {k}" if len(refs) > 1 else "output"
+        dtype, shape = channel.meta_of(meta)
+        if shape is None or tuple(shape) != tuple(r.shape):
+            return (
+                f"{tag} has shape {shape if shape is not None else '?'}, expected {tuple(r.shape)}"
+            )
+        if dtype != r.dtype:
+            return f"{tag} has dtype {dtype}, expected {r.dtype}"
+    return ""
+
+
 class _Verdict(Exception):
     """Raised inside the protocol to end it with a verdict."""
 
     def __init__(self, status: Status, reason: str, caught_by: str = "", log: str = ""):
         super().__init__(reason)
         self.status, self.reason, self.caught_by, self.log = status, reason, caught_by, log
-
-
-def own_kernel_ran(
-    trace: dict, names: list[str], own: dict, device: str, backend: str, library_gemm: bool
-) -> bool:
-    """Whether a kernel the candidate defines ran in its forward. On a GPU the profiler's
-    kernel names must contain one of the candidate's; where library GEMMs are allowed, a
-    Triton candidate must also have launched one of its own by exact name (the launch
-    counter), since a cuBLAS kernel's name may contain a short one such as `gemm`."""
-    if device != "cuda":
-        return any(c > 0 for c in own.values())
-    ran = any(any(n in k for n in names) for k in trace.get("kernels", []))
-    if ran and library_gemm and backend == "triton":
-        return any(c > 0 for c in own.values())
-    return ran
 
 
 def evaluate(source: str, workload: Workload, options: EvalOptions | None = None) -> EvalResult:
@@ -282,6 +285,12 @@ class _Protocol:
             Round(seed(), DISTRIBUTIONS[i % len(DISTRIBUTIONS)]) for i in range(opts.rounds)
         ]
         self.rounds += [Round(seed(), "workload", s) for s in self._check_shapes()]
+        # One more round, run only by the neutered replay (fitness.neuter), never by the
+        # candidate's own process.
+        self.neutered = neuter(source, opts.backend) if opts.replay else None
+        self.replay_at = len(self.rounds) if self.neutered else None
+        if self.neutered:
+            self.rounds.append(Round(seed(), "workload"))
         self.timing_seed = seed()
         # Each timed call gets fresh inputs from its own seed, revealed by its tick. The calls
         # whose outputs are re-checked are drawn one by one (each with the same chance, at least
@@ -309,7 +318,7 @@ class _Protocol:
             return [i for i in range(min(2, len(shapes))) if shapes[i] != self.workload.overrides]
         return [1] if len(shapes) > 1 and self.workload.overrides == shapes[0] else []
 
-    def _job(self, role: str, tmp: Path) -> Job:
+    def _job(self, role: str, tmp: Path, candidate: str = "candidate.py") -> Job:
         env = {}
         if self.opts.extension_dir and self.opts.backend == "cuda":
             env["TORCH_EXTENSIONS_DIR"] = str(Path(self.opts.extension_dir) / self.res.source_hash)
@@ -328,7 +337,7 @@ class _Protocol:
             timing_seed=self.timing_seed,
             run_as=self.opts.sandbox_user,
             tmpdir=str(tmp),
-            candidate_path=str(tmp / "candidate.py"),
+            candidate_path=str(tmp / candidate),
             env_extra=env,
         )
 
@@ -340,19 +349,21 @@ class _Protocol:
         children: list[Child] = []
         try:
             self._phase("start the reference and candidate processes")
-            limit = int(opts.memory_limit_gb * 2**30)
-            ref = Child(self._job("reference", ref_tmp), limit)
-            children.append(ref)
-            cand = Child(self._job("candidate", tmp), limit)
-            children.append(cand)
-            facts = self._expect(cand, "hello", "setup").fields["facts"]
-            self._record_device(facts)
+            ref = self._start(children, "reference", ref_tmp)
+            cand = self._start(children, "candidate", tmp)
+            facts = self._expect(cand, "hello", "setup").fields.get("facts") or {}
+            self._record_device(facts if isinstance(facts, dict) else {})
             self._phase("reference and inputs")
             cand.send("setup")
             refs, ref_info = self._references(ref)
             ref.kill()
             self._expect(cand, "ready", "setup")
-            keep = [i for i, r in enumerate(self.rounds) if refs[i][0] or r.dist == "workload"]
+            self._walls(cand)
+            keep = [
+                i
+                for i, r in enumerate(self.rounds)
+                if i != self.replay_at and (refs[i][0] or r.dist == "workload")
+            ]
             calib = self._calibrate(cand) if opts.timing else None
             self._phase("load (build or import the candidate)")
             cand.send("load")
@@ -365,6 +376,10 @@ class _Protocol:
                 ticks = self._timing(cand, refs)
             cand.send("trace")  # a fallback is named as such, before any timing verdict
             self._check_trace(self._expect(cand, "trace", "trace").fields)
+            cand.kill()
+            if self.neutered:
+                self._phase("replay with the candidate's own kernels neutered")
+                self._replay(children, refs)
             if ticks is not None:
                 self._record_time(ticks, calib)
         except ChildFailed as e:
@@ -385,6 +400,46 @@ class _Protocol:
             attach_baselines(res, self.workload, opts)
             eager = res.speedup_vs_eager
             res.audit = res.comparable and eager is not None and eager > opts.audit_bound
+
+    def _start(self, children: list[Child], role: str, tmp: Path, name="candidate.py") -> Child:
+        child = Child(self._job(role, tmp, name), int(self.opts.memory_limit_gb * 2**30))
+        children.append(child)
+        return child
+
+    def _walls(self, cand: Child) -> None:
+        """Record the walls the candidate's process is in, read from /proc before any of its
+        code is loaded; with EVO_REQUIRE_SANDBOX=1 a missing one is an error."""
+        self.res.isolation = cand.isolation()
+        containment.require(self.res.isolation, "candidate's process")
+
+    def _replay(self, children: list[Child], refs) -> None:
+        """One round of the candidate with its own kernels neutered, in a fresh process and a
+        fresh folder: outputs that still match were not computed by those kernels."""
+        tmp = Path(tempfile.mkdtemp(prefix="evo-replay-"))
+        try:
+            (tmp / "neutered.py").write_text(self.neutered)
+            child = self._start(children, "candidate", tmp, "neutered.py")
+            self._expect(child, "hello", "replay")
+            child.send("setup")
+            self._expect(child, "ready", "replay")
+            child.send("load")
+            timeout = max(self.opts.timeout, self.opts.build_timeout)
+            self._expect(child, "loaded", "replay", timeout=timeout)
+            child.send("round", index=self.replay_at, seed=self.rounds[self.replay_at].seed)
+            msg = self._expect(child, "output", "replay")
+            self._check_output(child, msg, refs[self.replay_at][1], "replay", record=False)
+        except (_Verdict, ChildFailed):
+            self.res.metrics["replay_matched"] = 0.0
+            return  # it failed without its kernels: they did the work
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.res.metrics["replay_matched"] = 1.0
+        raise _Verdict(
+            Status.REJECTED,
+            "falls back: with its own kernels neutered, a replay in a fresh process still "
+            "matches the reference (the work is done elsewhere)",
+            "judge",
+        )
 
     # -- phases
     def _phase(self, name: str) -> None:
@@ -415,14 +470,15 @@ class _Protocol:
         for _ in range(n):
             try:
                 msg = self._expect(ref, "reference", "reference")
-            except _Verdict as v:
+                tensors = ref.tensors(msg)
+            except (_Verdict, ChildFailed) as v:
                 raise _Verdict(
                     Status.RUNTIME_ERROR,
                     f"the reference Model failed: {v.reason}",
                     "reference",
-                    v.log,
+                    getattr(v, "log", ""),
                 ) from None
-            refs.append((msg.fields["finite"], msg.tensors))
+            refs.append((msg.fields["finite"], tensors))
             if "flops" in msg.fields:
                 info = {"flops": msg.fields["flops"], "min_bytes": msg.fields["min_bytes"]}
         return refs, info
@@ -449,14 +505,31 @@ class _Protocol:
         self.res.atol, self.res.rtol = atol, rtol
         return atol, rtol
 
-    def _check_output(self, msg: Message, ref_tensors, what: str) -> None:
-        if msg.fields.get("problem"):
-            raise _Verdict(Status.MISMATCH, f"{what}: {msg.fields['problem']}", "judge")
-        atol, rtol = self._tol(ref_tensors)
-        reason, max_abs, max_rel = compare(msg.tensors, ref_tensors, atol, rtol)
-        res = self.res
-        res.max_abs_err = max(res.max_abs_err or 0.0, max_abs)
-        res.max_rel_err = max(res.max_rel_err or 0.0, max_rel)
+    def _check_output(
+        self, child: Child, msg: Message, ref_tensors, what: str, record: bool = True
+    ) -> None:
+        """Compare a message's outputs with the reference. The judge reads them at the shape
+        and dtype it expects; the child's own account of them only words the reason. The
+        errors are recorded unless `record` is False (the neutered replay's are not the
+        candidate's)."""
+        problem = msg.fields.get("problem")
+        if problem:
+            msg.close()
+            raise _Verdict(Status.MISMATCH, f"{what}: {str(problem)[:300]}", "judge")
+        wrong = _meta_problem(msg.metas, ref_tensors)
+        if wrong:
+            msg.close()
+            raise _Verdict(Status.MISMATCH, f"{what}: {wrong}", "judge")
+        expected = [(r.dtype, list(r.shape)) for r in ref_tensors]
+        with child.frozen():
+            outs = child.tensors(msg, expected)
+            atol, rtol = self._tol(ref_tensors)
+            reason, max_abs, max_rel = compare(outs, ref_tensors, atol, rtol)
+        del outs
+        if record:
+            res = self.res
+            res.max_abs_err = max(res.max_abs_err or 0.0, max_abs)
+            res.max_rel_err = max(res.max_rel_err or 0.0, max_rel)
         if reason:
             raise _Verdict(Status.MISMATCH, f"{what}: {reason}", "judge")
 
@@ -474,28 +547,31 @@ class _Protocol:
             rnd = self.rounds[i]
             shape = "" if rnd.shape is None else f", shape {rnd.shape}"
             what = f"round {i + 1} ({rnd.dist} inputs{shape})"
-            self._check_output(msg, refs[i][1], what)
-            if msg.fields.get("inputs_changed"):
+            changed = msg.fields.get("inputs_changed")
+            self._check_output(cand, msg, refs[i][1], what)
+            if changed:
                 raise _Verdict(Status.MISMATCH, f"{what}: the call modified its inputs", "runtime")
 
     def _check_trace(self, trace: dict) -> None:
         names = kernel_names(self.source, self.opts.backend)
-        own = {k: c for k, c in (trace.get("launches") or {}).items() if k in names}
-        self.res.metrics["traced_calls"] = int(trace.get("forward_calls") or 0)
+        own = own_launches(trace, names)
+        calls = trace.get("forward_calls")
+        self.res.metrics["traced_calls"] = int(calls) if isinstance(calls, int) else 0
         self.res.metrics["kernel_launches"] = int(sum(own.values()))  # Triton kernels only
         if not self.opts.check_trace:
             return
-        aten = trace.get("aten_compute") or []
-        if self.opts.guardrails.allow_library_gemm:  # cuBLAS through PyTorch is allowed
-            aten = [a for a in aten if a not in LIBRARY_GEMMS]
-        if aten and not self.opts.guardrails.allow_torch_ops:
+        guard = self.opts.guardrails
+        aten = compute_ops(trace.get("aten_ops"), guard.allow_library_gemm)
+        if aten and not guard.allow_torch_ops:
             raise _Verdict(
                 Status.REJECTED,
                 f"falls back to PyTorch: aten::{aten[0]} ran inside forward (launch trace)",
                 "runtime",
             )
-        library_gemm = self.opts.guardrails.allow_library_gemm
-        if not own_kernel_ran(trace, names, own, self.opts.device, self.opts.backend, library_gemm):
+        ran = own_kernel_ran(
+            trace, names, own, self.opts.device, self.opts.backend, guard.allow_library_gemm
+        )
+        if not ran:
             raise _Verdict(
                 Status.REJECTED, "no kernel of the candidate's own ran (launch trace)", "runtime"
             )
@@ -508,7 +584,7 @@ class _Protocol:
             if msg.fields.get("index") != k:
                 raise TimingRefused("re-check outputs arrived out of order")
             what = f"re-check of timed call {self.recheck_at[k] + 1}"
-            self._check_output(msg, refs[len(self.rounds) + k][1], what)
+            self._check_output(cand, msg, refs[len(self.rounds) + k][1], what)
         self.res.metrics["rechecks"] = len(self.recheck_at)
         return ticks
 

@@ -144,6 +144,8 @@ def _tick(child: Child, expect, out: Ticks, i: int, seed: int, noop: bool, spin:
     child.send("tick", i=i, seed=seed, noop=noop, spin=spin)
     msg = expect(child, "tick", "time")
     out.walls.append((time.perf_counter() - t) * 1e3)
+    if msg.fields.get("problem"):
+        raise TimingRefused(f"timed call {i + 1}: {str(msg.fields['problem'])[:200]}")
     sample, tail = msg.fields.get("sample"), msg.fields.get("tail")
     if not _plain_number(sample) or not _plain_number(tail) or msg.fields.get("i") != i:
         raise TimingRefused("malformed timing reply")
@@ -189,10 +191,15 @@ def check_ticks(ticks: Ticks, calibration: Calibration, gpu: bool) -> tuple[floa
             f"timer tampering: {over} of {len(ticks.samples)} samples are longer than the "
             "judge waited for them"
         )
-    if ticks.wall < 0.5 * calibration.wall:
+    # No call answers faster than the fastest no-op did before any candidate code was
+    # loaded: load on the machine only ever slows round trips, so the least no-op is the
+    # bound (a median refused fast honest calls on a busy machine), and replies sent ahead
+    # of their ticks arrive in microseconds.
+    fastest = min(calibration.base.walls)
+    if ticks.wall < 0.5 * fastest:
         raise TimingRefused(
             "timer tampering: timing replies arrived faster than a call can run "
-            f"({ticks.wall:.4g} ms against {calibration.wall:.4g} ms for a no-op)"
+            f"({ticks.wall:.4g} ms against {fastest:.4g} ms for the fastest no-op)"
         )
     tail = outliving_ms(ticks, calibration)
     if tail > ticks.median:
@@ -202,6 +209,10 @@ def check_ticks(ticks: Ticks, calibration: Calibration, gpu: bool) -> tuple[floa
         )
     claimed = ticks.median + tail
     per_call = per_call_ms(ticks, calibration, claimed)
+    if not gpu and ticks.noops is not None and ticks.noops.walls:
+        # On the interpreter the no-ops between the calls read the host's load at the time
+        # of the calls; a busy machine lengthens every round trip alike.
+        per_call = min(per_call, max(ticks.low_wall - ticks.noops.low_wall, 0.0))
     # The judge's per-call time carries what the calibration cannot cancel: the host's own
     # work around an honest call, and its scheduling noise. On an H100 honest sub-millisecond
     # kernels measured 0.05-0.25 ms above their events (protocol 3, 2026-11-22), hence 0.3 ms.

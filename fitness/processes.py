@@ -1,47 +1,38 @@
-"""Child processes for evaluations: forked from a warm server, watched, and killed by the judge.
+"""Child processes for evaluations: forked from a warm server, walled in, watched, killed.
 
 The fork server imports torch and triton once (never CUDA) and is started with a scrubbed
 environment, so a child starts in milliseconds and inherits no secrets, not even through
-/proc of its parent. Messages from a child are JSON headers and raw byte frames; the judge
-never unpickles anything a child sends.
+/proc of its parent. Each child puts up its OS walls first (fitness.containment). Messages
+from a child are bounded JSON and sealed memfds (fitness.channel); the judge never unpickles
+anything a child sends, and it reads the walls a child is in from /proc, not from the child.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
-import math
 import multiprocessing as mp
 import os
-import re
-import shutil
 import signal
 import sys
-import tempfile
 import threading
-import time
 import types
-from dataclasses import dataclass
 
 import psutil
 import torch
 
+from fitness import channel
+from fitness.channel import ChannelError, Message
 from fitness.isolation import ENV_KEEP
 from fitness.sandbox import Job, child_main
 
-_PRELOAD = ["torch", "triton", "fitness.preload", "fitness.sandbox", "fitness.workloads"]
+_PRELOAD = [
+    "torch", "triton", "fitness.preload", "fitness.sandbox", "fitness.workloads",
+    "fitness.channel", "fitness.containment",
+]  # fmt: skip
 _lock = threading.Lock()
 _ctx = None
 _mode = None
-MAX_FRAME = 1 << 34  # a single tensor frame may not exceed 16 GiB
-DTYPES = {
-    str(d).removeprefix("torch."): d
-    for d in (
-        torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
-        torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64,
-    )
-}  # fmt: skip
+__all__ = ["Child", "ChildFailed", "Message", "context"]
 
 
 def context(device: str):
@@ -93,18 +84,9 @@ def _blank_main():
         sys.modules["__main__"] = main
 
 
-def _shared_memory_dir() -> str | None:
-    """A private folder in /dev/shm for one child's output frames, where it has room."""
-    try:
-        if shutil.disk_usage("/dev/shm").free < (4 << 30):
-            return None
-        return tempfile.mkdtemp(prefix="evo-frames-", dir="/dev/shm")
-    except OSError:
-        return None
-
-
 class ChildFailed(Exception):
-    """The child stopped answering: `kind` is timeout, died or memory; `reason` is one line."""
+    """The child stopped answering or broke the protocol: `kind` is timeout, died, memory or
+    malformed; `reason` is one line."""
 
     def __init__(self, kind: str, reason: str):
         super().__init__(reason)
@@ -112,25 +94,16 @@ class ChildFailed(Exception):
         self.reason = reason
 
 
-@dataclass
-class Message:
-    kind: str
-    fields: dict
-    tensors: list[torch.Tensor]
-
-
 class Child:
-    """One forked job and the judge's end of its pipe."""
+    """One forked job and the judge's end of its channel."""
 
     def __init__(self, job: Job, memory_limit_bytes: int):
         ctx = context(job.device)
-        self.shm_dir = _shared_memory_dir()
-        job = dataclasses.replace(job, shm_dir=self.shm_dir or "")
-        self.conn, child_conn = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=child_main, args=(child_conn, job), daemon=True)
+        self.sock, child_sock = channel.pair()
+        self.proc = ctx.Process(target=child_main, args=(child_sock, job), daemon=True)
         with _blank_main():
             self.proc.start()
-        child_conn.close()
+        child_sock.close()
         self.memory_limit = memory_limit_bytes
         try:
             self._ps = psutil.Process(self.proc.pid)
@@ -139,89 +112,100 @@ class Child:
 
     def send(self, op: str, **kw) -> None:
         try:
-            self.conn.send({"op": op, **kw})
-        except (OSError, ValueError, BrokenPipeError):
+            channel.send(self.sock, op, **kw)
+        except OSError:
             raise ChildFailed("died", self._death_reason(op)) from None
 
     def recv(self, phase: str, timeout: float) -> Message:
-        """The next message, or ChildFailed on timeout, death or the memory limit."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ChildFailed("timeout", f"no answer within {timeout:g} s in phase {phase}")
-            try:
-                if self.conn.poll(min(0.1, left)):
-                    return self._read()
-            except (EOFError, OSError):
-                raise ChildFailed("died", self._death_reason(phase)) from None
-            rss = self._rss()
-            if rss > self.memory_limit:
-                raise ChildFailed(
-                    "memory",
-                    f"host memory {rss / 2**30:.1f} GiB exceeded the limit "
-                    f"{self.memory_limit / 2**30:.1f} GiB in phase {phase}",
-                )
-
-    def _read(self) -> Message:
-        header = json.loads(self.conn.recv_bytes(1 << 24))
-        if not isinstance(header, dict) or not isinstance(header.get("kind"), str):
-            raise ChildFailed("died", "malformed message from the child")
-        tensors = []
-        for meta in header.pop("tensors", []) or []:
-            tensors.append(self._read_tensor(meta))
-        return Message(header.pop("kind"), header, tensors)
-
-    def _read_tensor(self, meta: dict) -> torch.Tensor:
-        """One raw frame, received straight into a tensor of the declared dtype and shape."""
-        dtype = DTYPES.get(str(meta.get("dtype")))
-        if dtype is None or not isinstance(meta.get("shape"), list):
-            raise ChildFailed("died", f"unsupported output dtype {meta.get('dtype')!r}")
-        shape = [int(s) for s in meta["shape"]]
-        numel = math.prod(shape)
-        nbytes = numel * torch.empty((), dtype=dtype).element_size()
-        if numel < 0 or nbytes > MAX_FRAME:
-            raise ChildFailed("died", "an output frame is larger than the judge accepts")
-        buf = torch.empty(nbytes, dtype=torch.uint8)
-        if nbytes and "file" in meta:
-            self._read_file(str(meta["file"]), buf)
-        elif nbytes:
-            try:
-                got = self.conn.recv_bytes_into(memoryview(buf.numpy()))
-            except mp.BufferTooShort:
-                raise ChildFailed("died", "an output frame is longer than declared") from None
-            if got != nbytes:
-                raise ChildFailed("died", "an output frame does not match its declared shape")
-        return buf.view(dtype).reshape(shape)
-
-    def _read_file(self, name: str, buf: torch.Tensor) -> None:
-        """Copy a frame file into the judge's own memory, then delete it."""
-        if not self.shm_dir or not re.fullmatch(r"\d+\.bin", name):
-            raise ChildFailed("died", "an output frame names a file outside its folder")
-        path = os.path.join(self.shm_dir, name)
+        """The next message, or ChildFailed on timeout, death, a broken protocol or the
+        memory limit."""
         try:
-            with open(path, "rb", buffering=0) as f:
-                if os.fstat(f.fileno()).st_size != buf.numel():
-                    raise ChildFailed("died", "an output frame does not match its declared shape")
-                view, got = memoryview(buf.numpy()), 0
-                while got < buf.numel():
-                    n = f.readinto(view[got:])
-                    if not n:
-                        break
-                    got += n
-            os.unlink(path)
-        except OSError as e:
-            raise ChildFailed("died", f"an output frame could not be read: {e}") from None
-        if got != buf.numel():
-            raise ChildFailed("died", "an output frame does not match its declared shape")
+            return channel.recv(self.sock, timeout, lambda: self._watch(phase))
+        except ChannelError as e:
+            if e.kind == "timeout":
+                reason = f"no answer within {timeout:g} s in phase {phase}"
+                raise ChildFailed("timeout", reason) from None
+            if e.kind == "closed":
+                raise ChildFailed("died", self._death_reason(phase)) from None
+            raise ChildFailed("malformed", f"{e.reason} in phase {phase}") from None
+
+    def tensors(self, msg: Message, expected: list | None = None) -> list[torch.Tensor]:
+        """The outputs a message carries, as read-only views of their sealed memfds.
+
+        `expected` holds the (dtype, shape) the judge expects for each (from the reference);
+        without it (the reference's own outputs), the message's metas are used, within the
+        memory limit. The caller has compared the child's metas with `expected` already."""
+        if expected is None:
+            expected = [channel.meta_of(m) for m in msg.metas]
+            total = 0
+            for dtype, shape in expected:
+                if dtype is None or shape is None:
+                    raise ChildFailed("malformed", "an output with a malformed dtype or shape")
+                total += torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
+            if total > self.memory_limit:
+                raise ChildFailed("memory", "the outputs are larger than the memory limit")
+        if len(msg.fds) != len(expected):
+            msg.close()
+            raise ChildFailed(
+                "malformed", f"{len(msg.fds)} output descriptors for {len(expected)} outputs"
+            )
+        try:
+            return [channel.view(fd, d, list(s)) for fd, (d, s) in zip(msg.fds, expected)]
+        except ChannelError as e:
+            raise ChildFailed("malformed", e.reason) from None
+        finally:
+            msg.close()
+
+    def pids(self) -> list[int]:
+        """The child's processes as the judge sees them (its PID-namespace init and all)."""
+        if self._ps is None:
+            return []
+        try:
+            return [self._ps.pid] + [p.pid for p in self._ps.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    @contextlib.contextmanager
+    def frozen(self):
+        """Every process of the child stopped (SIGSTOP) while the judge reads its outputs."""
+        pids = self.pids()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGCONT)
+
+    def isolation(self) -> list[str]:
+        """The walls the candidate's process is in, read by the judge from /proc."""
+        from fitness.walls import observed_layers
+
+        pids = self.pids()
+        return observed_layers(pids[-1] if pids else 0)
+
+    def _watch(self, phase: str) -> None:
+        rss = self._rss()
+        if rss > self.memory_limit:
+            raise ChildFailed(
+                "memory",
+                f"host memory {rss / 2**30:.1f} GiB exceeded the limit "
+                f"{self.memory_limit / 2**30:.1f} GiB in phase {phase}",
+            )
 
     def _rss(self) -> int:
         if self._ps is None:
             return 0
+        total = 0
         try:
-            return self._ps.memory_info().rss
+            for p in [self._ps] + self._ps.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    total += p.memory_info().rss
         except psutil.Error:
-            return 0
+            return total
+        return total
 
     def _death_reason(self, phase: str) -> str:
         self.proc.join(timeout=2)
@@ -237,6 +221,8 @@ class Child:
         return f"the process exited with code {code} during {phase} before reporting"
 
     def kill(self) -> None:
+        """Kill the child's process group; its PID namespace (where it has one) goes with its
+        first process, taking every process the candidate started."""
         pid = self.proc.pid
         if self.proc.is_alive():
             try:
@@ -244,6 +230,4 @@ class Child:
             except (ProcessLookupError, PermissionError):
                 self.proc.kill()
         self.proc.join(timeout=5)
-        self.conn.close()
-        if self.shm_dir:
-            shutil.rmtree(self.shm_dir, ignore_errors=True)
+        self.sock.close()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Bump whenever the correctness or timing protocol changes: it keys every cache.
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 
 class Status(enum.StrEnum):
@@ -44,6 +44,7 @@ JSON_FIELDS = (
     "precision",
     "comparable",
     "audit",
+    "isolation",
     "protocol_version",
 )
 
@@ -76,6 +77,8 @@ class EvalResult:
     versions: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     caught_by: str = ""  # which layer decided a failing verdict: static, runtime, judge
+    # The OS walls the candidate's process ran in, read from /proc (fitness.walls, LAYERS).
+    isolation: list[str] = field(default_factory=list)
     eval_seconds: float = 0.0
     protocol_version: int = PROTOCOL_VERSION
     log: str = ""

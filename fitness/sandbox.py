@@ -14,8 +14,6 @@ import bisect
 import contextlib
 import dataclasses
 import functools
-import itertools
-import json
 import os
 import sys
 import traceback
@@ -25,6 +23,7 @@ from pathlib import Path
 import torch
 import triton  # noqa: F401  (preloaded by the fork server so a child starts warm)
 
+from fitness import channel
 from fitness.inputs import Round, build_model, make_inputs
 from fitness.isolation import drop_privileges, isolate
 from fitness.timing import Clock, alias, noop
@@ -32,25 +31,13 @@ from fitness.timing import Clock, alias, noop
 # Alternating rescales of the timing inputs between timed calls (exact powers-of-two ratios).
 # Bound before any candidate is imported: a candidate that patches torch.equal cannot reach it.
 _EQUAL = torch.equal
+_NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
+_NO_DISPATCH_MODES = torch.utils._python_dispatch._disable_current_modes
+_MODE_DEPTHS = (torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack)
 # Exceptions whose type name says the kernel did not build.
 COMPILE_ERROR_TYPES = ("CompilationError", "CompileTimeAssertionFailure", "BuildError")
-# aten ops that compute; one of them inside the candidate's forward is a PyTorch fallback.
+# The profiler range around each forward call: the trace counts aten ops only inside it.
 FORWARD_MARK = "evo::forward"
-ATEN_COMPUTE = frozenset(
-    """mm addmm bmm baddbmm matmul linear conv1d conv2d conv3d convolution _convolution
-    cudnn_convolution add sub mul div relu gelu silu sigmoid tanh exp log softmax _softmax
-    log_softmax _log_softmax layer_norm native_layer_norm group_norm native_group_norm
-    batch_norm native_batch_norm sum mean amax amin max min norm linalg_vector_norm
-    cumsum addcmul where clamp pow sqrt rsqrt erf einsum scaled_dot_product_attention
-    _scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention
-    argmax argmin sort topk cumprod cummax cummin prod var std var_mean std_mean logsumexp
-    softplus hardtanh elu leaky_relu mish hardswish hardsigmoid selu celu dot mv addmv
-    conv_transpose1d conv_transpose2d conv_transpose3d max_pool1d max_pool2d max_pool3d
-    max_pool2d_with_indices max_pool3d_with_indices avg_pool1d avg_pool2d avg_pool3d
-    adaptive_avg_pool2d adaptive_max_pool2d instance_norm mse_loss l1_loss smooth_l1_loss
-    huber_loss nll_loss cross_entropy_loss kl_div cosine_similarity triplet_margin_loss
-    hinge_embedding_loss""".split()
-)
 
 
 @dataclass
@@ -68,7 +55,6 @@ class Job:
     model: str = "candidate"  # candidate | eager | compile | eager_tf32 | eager_bf16 | eager_fp16
     n_timing_sets: int = 2
     file_size_limit: int = 16 << 30
-    shm_dir: str = ""  # where output frames go as files (fast); "" sends them through the pipe
     run_as: str = ""  # a root judge runs candidate code as this user ("" = as the judge)
     env_extra: dict = field(default_factory=dict)
 
@@ -86,32 +72,33 @@ class Job:
 # ---------------------------------------------------------------- messages (child -> judge)
 
 
-_frames = itertools.count()
-SHM_DIR = ""  # set per child from Job.shm_dir
+@contextlib.contextmanager
+def harness_ops():
+    """The harness's own tensor work (copying outputs and inputs), out of reach of any torch
+    function or dispatch mode the candidate left installed: such a mode could otherwise run
+    the real work only when the harness touches an output, after the timed call."""
+    with _NO_TORCH_FUNCTION(), _NO_DISPATCH_MODES():
+        yield
 
 
-def send(conn, kind: str, tensors=(), **fields) -> None:
-    """A JSON header, then each tensor's raw bytes: a file in shared memory or a pipe frame.
+def modes_left() -> bool:
+    """Whether a torch function or dispatch mode is still installed (a candidate's)."""
+    return any(depth() > 0 for depth in _MODE_DEPTHS)
 
-    Never pickle: the judge must not unpickle anything a child sends.
-    """
-    metas = []
-    blobs = []
-    for t in tensors:
-        t = t.detach()
-        meta = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
-        flat = t.contiguous().reshape(-1).view(torch.uint8)
-        if SHM_DIR and flat.numel():
-            # Straight from the device into the mapped file: one copy, no staging buffer.
-            meta["file"] = f"{next(_frames)}.bin"
-            path = os.path.join(SHM_DIR, meta["file"])
-            torch.from_file(path, shared=True, size=flat.numel(), dtype=torch.uint8).copy_(flat)
-        elif flat.numel():  # an empty tensor has no frame
-            blobs.append(flat.cpu().numpy())
-        metas.append(meta)
-    conn.send_bytes(json.dumps({"kind": kind, "tensors": metas, **fields}).encode())
-    for b in blobs:
-        conn.send_bytes(memoryview(b))
+
+def send(sock, kind: str, tensors=(), **fields) -> None:
+    """A JSON message; each tensor travels as a sealed memfd (fitness.channel)."""
+    fds, metas = [], []
+    try:
+        with harness_ops():
+            for t in tensors:
+                fd, meta = channel.export(t)
+                fds.append(fd)
+                metas.append(meta)
+        channel.send(sock, kind, tuple(fds), tensors=metas, **fields)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _marked(model):
@@ -128,6 +115,8 @@ def _marked(model):
 
 def flatten_outputs(out) -> tuple[list[torch.Tensor], str]:
     """The model's output as a list of tensors, and a problem description ('' if none)."""
+    if modes_left():
+        return [], "a torch function or dispatch mode was left installed by the call"
     if isinstance(out, (tuple, list)) and type(out) not in (tuple, list):
         return [], f"output container is {type(out).__qualname__}, not a plain tuple or list"
     items = list(out) if type(out) in (tuple, list) else [out]
@@ -187,41 +176,49 @@ def load_workload_module(job: Job, shape: int | None):
 # ---------------------------------------------------------------- the two roles
 
 
-def child_main(conn, job: Job) -> None:
+def child_main(sock, job: Job) -> None:
     """Entry point of a forked child. Reports exceptions as messages; the judge decides."""
     phase = "setup"
     try:
-        global SHM_DIR
-        SHM_DIR = job.shm_dir
-        isolate(job)
+        isolate(job, _needs(job))
         facts = device_facts("cpu" if job.role == "build" else job.device)
-        send(conn, "hello", pid=os.getpid(), facts=facts)
+        send(sock, "hello", facts=facts)
         if job.role == "reference":
-            _reference(conn, job)
+            _reference(sock, job)
             return
         if job.role == "build":  # compile ahead: no GPU is visible here
             phase = "load"
-            drop_privileges(job, SHM_DIR)
+            drop_privileges(job)
             import_candidate(job.candidate_path)
-            send(conn, "built")
+            send(sock, "built")
             return
         state = _CandidateState(job, facts)
         while True:
-            cmd = conn.recv()
-            phase = cmd["op"]
-            getattr(state, "op_" + phase)(conn, cmd)
+            cmd = channel.recv(sock, None)
+            phase = cmd.kind
+            getattr(state, "op_" + phase)(sock, cmd.fields)
     except BaseException as e:  # noqa: BLE001 - every failure becomes a message
         name = type(e).__name__
         kind = "compile_error" if any(t in name for t in COMPILE_ERROR_TYPES) else "error"
         text = "".join(traceback.format_exception(e))[-6000:]
         try:
-            send(conn, kind, phase=phase, error=f"{name}: {e}"[:400], log=text)
+            send(sock, kind, phase=phase, error=f"{name}: {e}"[:400], log=text)
         except (OSError, ValueError):
             pass
     finally:
-        conn.close()
+        sock.close()
         sys.stdout.flush()
         os._exit(0)
+
+
+def _needs(job: Job) -> list[str]:
+    """What the child reads besides Python, its packages and the system: the workload file
+    and, for a CUDA build, the toolkit."""
+    out = [job.workload_path] if job.workload_path else []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            out.append(os.environ[var])
+    return out
 
 
 def import_candidate(path: str):
@@ -237,7 +234,7 @@ def import_candidate(path: str):
     return cand
 
 
-def _reference(conn, job: Job) -> None:
+def _reference(sock, job: Job) -> None:
     """Reference outputs for every round and recheck; the candidate never runs here."""
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -264,9 +261,9 @@ def _reference(conn, job: Job) -> None:
                 + _tensor_bytes(list(model.parameters()) + list(model.buffers())),
             }
         finite = all(bool(torch.isfinite(t).all()) for t in outs if t.is_floating_point())
-        send(conn, "reference", index=i, finite=finite, tensors=outs, **extra)
+        send(sock, "reference", index=i, finite=finite, tensors=outs, **extra)
         del out, outs
-    send(conn, "done")
+    send(sock, "done")
 
 
 def _tensor_bytes(items) -> int:
@@ -295,7 +292,7 @@ class _CandidateState:
         self.last = None  # the last timed call's output, until the judge's next command
 
     # -- before the candidate is imported: inputs, weights, calibration
-    def op_setup(self, conn, cmd) -> None:
+    def op_setup(self, sock, cmd) -> None:
         job = self.job
         shapes = {r.shape for r in job.rounds}
         for s in shapes:
@@ -315,13 +312,13 @@ class _CandidateState:
         if self.trace_all:
             self.prof = self._profiler()
             self.prof.start()
-        send(conn, "ready")
+        if job.model == "candidate":  # the judge reads the walls from /proc after "ready"
+            drop_privileges(job)
+        send(sock, "ready")
 
     # -- the candidate (or baseline) enters the process here
-    def op_load(self, conn, cmd) -> None:
+    def op_load(self, sock, cmd) -> None:
         job = self.job
-        if job.model == "candidate":
-            drop_privileges(job, SHM_DIR)
         cls = self._model_class()
         for s, mod in self.mods.items():
             self.models[s] = self._wrap(
@@ -331,9 +328,9 @@ class _CandidateState:
         for mod in self.mods.values():
             sys.modules.pop(mod.__name__, None)
             mod.Model = None  # the reference stays out of the candidate's reach
-        send(conn, "loaded")
+        send(sock, "loaded")
 
-    def op_warmup(self, conn, cmd) -> None:
+    def op_warmup(self, sock, cmd) -> None:
         """Warm-up calls on the timing inputs; the first runs under the launch trace."""
         model, sets = self.models[None], self.timing_sets
         for k in range(cmd["n"]):
@@ -342,21 +339,23 @@ class _CandidateState:
                 self._traced_call(model, args)
             else:
                 self.clock.call(model, args)
-        send(conn, "warmed")
+        send(sock, "warmed")
 
-    def op_round(self, conn, cmd) -> None:
+    def op_round(self, sock, cmd) -> None:
         """One correctness round. Its seed arrives only now, so no later round can be foreseen."""
         rnd = dataclasses.replace(self.job.rounds[cmd["index"]], seed=cmd["seed"])
         mod = self.mods[rnd.shape]
-        inputs = make_inputs(mod, rnd, self.job.device)
+        with harness_ops():
+            inputs = make_inputs(mod, rnd, self.job.device)
         out = self._traced_call(self.models[rnd.shape], inputs)
         outs, problem = flatten_outputs(out)
-        changed = [
-            k for k, (a, b) in enumerate(zip(inputs, make_inputs(mod, rnd, self.job.device)))
-            if isinstance(a, torch.Tensor) and not _EQUAL(a, b)
-        ]  # fmt: skip
+        with harness_ops():
+            changed = [
+                k for k, (a, b) in enumerate(zip(inputs, make_inputs(mod, rnd, self.job.device)))
+                if isinstance(a, torch.Tensor) and not _EQUAL(a, b)
+            ]  # fmt: skip
         send(
-            conn,
+            sock,
             "output",
             index=cmd["index"],
             problem=problem,
@@ -364,7 +363,7 @@ class _CandidateState:
             tensors=outs,
         )
 
-    def op_trace(self, conn, cmd) -> None:
+    def op_trace(self, sock, cmd) -> None:
         """The launch trace of the traced calls so far (every call on the interpreter)."""
         if self.prof is not None:
             self.prof.stop()
@@ -372,15 +371,15 @@ class _CandidateState:
             self.prof = None
         aten, kernels, calls = self.traced
         send(
-            conn,
+            sock,
             "trace",
             forward_calls=calls,
             launches=self.launches,
             kernels=sorted(kernels)[:200],
-            aten_compute=sorted(aten & ATEN_COMPUTE),
+            aten_ops=sorted(aten)[:500],
         )
 
-    def op_tick(self, conn, cmd) -> None:
+    def op_tick(self, sock, cmd) -> None:
         """One timed call, when the judge says so, on fresh inputs drawn from the tick's seed.
 
         Every tick looks the same: the judge picks the calls it re-checks only after they have
@@ -393,23 +392,25 @@ class _CandidateState:
         i = cmd["i"]
         sets = self.timing_sets
         self.last = None
-        fresh = make_inputs(self.mods[None], Round(seed=cmd["seed"]), self.job.device)
-        for dst, src in zip(self.aliases[i % len(sets)], fresh):
-            if dst is not None:
-                dst.copy_(src)
-        del fresh
+        with harness_ops():
+            fresh = make_inputs(self.mods[None], Round(seed=cmd["seed"]), self.job.device)
+            for dst, src in zip(self.aliases[i % len(sets)], fresh):
+                if dst is not None:
+                    dst.copy_(src)
+            del fresh
         fn = noop if cmd.get("noop") else self.models[None]
         spin = int(cmd.get("spin") or 0)
         if cmd.get("noop") and spin and self.clock.cuda:  # a calibration call of known length
             fn = functools.partial(self.clock.wait, spin)
         with torch.no_grad():
             self.last, ms, tail = self.clock.call(fn, sets[i % len(sets)])
-        send(conn, "tick", i=i, sample=ms, tail=tail, host=self.clock.host_ms)
+        problem = "a torch function or dispatch mode was left installed" if modes_left() else ""
+        send(sock, "tick", i=i, sample=ms, tail=tail, host=self.clock.host_ms, problem=problem)
 
-    def op_fetch(self, conn, cmd) -> None:
+    def op_fetch(self, sock, cmd) -> None:
         """The outputs of the last timed call, for a re-check the judge chose after it ran."""
         outs, problem = flatten_outputs(self.last)
-        send(conn, "output", index=cmd["index"], problem=problem, tensors=outs)
+        send(sock, "output", index=cmd["index"], problem=problem, tensors=outs)
 
     # -- helpers
     def _profiler(self):

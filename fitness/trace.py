@@ -1,0 +1,69 @@
+"""Reading a candidate's launch trace in the judge: which aten ops and kernels ran in forward.
+
+The trace is recorded inside the candidate's process, so it is a report the candidate could
+change: it may convict (an aten compute op inside forward is a PyTorch fallback) but it never
+clears a candidate alone. The names are filtered here, in the judge, so a candidate that
+rewrites the harness's data in its own process changes nothing that decides.
+"""
+
+from __future__ import annotations
+
+from fitness.guardrails import LIBRARY_GEMMS
+
+# aten ops that compute; one of them inside the candidate's forward is a PyTorch fallback.
+ATEN_COMPUTE = frozenset(
+    """mm addmm bmm baddbmm matmul linear conv1d conv2d conv3d convolution _convolution
+    cudnn_convolution add sub mul div relu gelu silu sigmoid tanh exp log softmax _softmax
+    log_softmax _log_softmax layer_norm native_layer_norm group_norm native_group_norm
+    batch_norm native_batch_norm sum mean amax amin max min norm linalg_vector_norm
+    cumsum addcmul where clamp pow sqrt rsqrt erf einsum scaled_dot_product_attention
+    _scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention
+    argmax argmin sort topk cumprod cummax cummin prod var std var_mean std_mean logsumexp
+    softplus hardtanh elu leaky_relu mish hardswish hardsigmoid selu celu dot mv addmv
+    conv_transpose1d conv_transpose2d conv_transpose3d max_pool1d max_pool2d max_pool3d
+    max_pool2d_with_indices max_pool3d_with_indices avg_pool1d avg_pool2d avg_pool3d
+    adaptive_avg_pool2d adaptive_max_pool2d instance_norm mse_loss l1_loss smooth_l1_loss
+    huber_loss nll_loss cross_entropy_loss kl_div cosine_similarity triplet_margin_loss
+    hinge_embedding_loss""".split()
+)
+
+
+def compute_ops(aten_ops, allow_library_gemm: bool) -> list[str]:
+    """The compute ops among a trace's aten op names, in-place (`add_`) and private (`_mm`)
+    spellings included; library GEMMs left out where the experiment allows them."""
+    found = []
+    for name in aten_ops if isinstance(aten_ops, list) else []:
+        if not isinstance(name, str):
+            continue
+        stem = name.removeprefix("aten::").split(".")[0]
+        bare = stem.rstrip("_").lstrip("_")
+        hit = (
+            stem in ATEN_COMPUTE
+            or bare in ATEN_COMPUTE
+            or bare.removesuffix("_out") in ATEN_COMPUTE
+        )
+        if hit and not (allow_library_gemm and bare in LIBRARY_GEMMS):
+            found.append(stem)
+    return sorted(set(found))
+
+
+def own_launches(trace: dict, names) -> dict[str, int]:
+    """The launch counter's counts of the candidate's own kernels (by exact name)."""
+    launches = trace.get("launches") if isinstance(trace.get("launches"), dict) else {}
+    return {k: c for k, c in launches.items() if k in names and isinstance(c, int)}
+
+
+def own_kernel_ran(
+    trace: dict, names, own: dict, device: str, backend: str, library_gemm: bool
+) -> bool:
+    """Whether a kernel the candidate defines ran in its forward. On a GPU the profiler's
+    kernel names must contain one of the candidate's; where library GEMMs are allowed, a
+    Triton candidate must also have launched one of its own by exact name (the launch
+    counter), since a cuBLAS kernel's name may contain a short one such as `gemm`."""
+    if device != "cuda":
+        return any(c > 0 for c in own.values())
+    kernels = trace.get("kernels") if isinstance(trace.get("kernels"), list) else []
+    ran = any(any(n in str(k) for n in names) for k in kernels)
+    if ran and library_gemm and backend == "triton":
+        return any(c > 0 for c in own.values())
+    return ran
