@@ -25,7 +25,7 @@ TABLES = ("candidates", "llm_calls", "events")
 
 # The newest `schema_version` this reader knows (the lineage's own number). A part file without
 # the column predates versioning and reads as version 0.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _TS = pa.timestamp("us", tz="UTC")
 _S, _F, _I, _B = pa.string(), pa.float64(), pa.int64(), pa.bool_()
@@ -41,7 +41,8 @@ COLUMN_TYPES: dict[str, dict[str, pa.DataType]] = {
         "runtime_iqr_ms": _F, "baseline_eager_ms": _F, "baseline_compile_ms": _F,
         "speedup_vs_eager": _F, "speedup_vs_compile": _F, "sol_ms": _F, "sol_fraction": _F,
         "audit": _B, "fitness": _F, "metrics": pa.map_(_S, _F), "max_abs_err": _F,
-        "max_rel_err": _F, "recommendation": _S, "device": _S, "versions": pa.map_(_S, _S),
+        "max_rel_err": _F, "error_fraction": _F, "isolation": pa.list_(_S),
+        "recommendation": _S, "device": _S, "versions": pa.map_(_S, _S),
         "eval_seconds": _F, "created_at": _TS, "is_migrant": _B, "schema_version": pa.int32(),
     },
     "llm_calls": {

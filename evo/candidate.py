@@ -20,7 +20,8 @@ _RESULT_FIELDS = (
     "status", "reason", "precision", "atol", "rtol", "comparable", "protocol_version",
     "runtime_ms", "runtime_iqr_ms", "baseline_eager_ms", "baseline_compile_ms",
     "speedup_vs_eager", "speedup_vs_compile", "sol_ms", "sol_fraction", "audit",
-    "max_abs_err", "max_rel_err", "device", "versions", "eval_seconds",
+    "max_abs_err", "max_rel_err", "error_fraction", "isolation", "device", "versions",
+    "eval_seconds",
 )  # fmt: skip
 
 

@@ -27,7 +27,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION: int = 1
+SCHEMA_VERSION: int = 2  # 2: isolation, error_fraction
 
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 _F64 = pa.float64()
@@ -71,6 +71,8 @@ CANDIDATE_SCHEMA: pa.Schema = _schema(
     ("metrics", pa.map_(_STR, _F64)),
     ("max_abs_err", _F64),
     ("max_rel_err", _F64),
+    ("error_fraction", _F64),  # the largest error as a fraction of the allowed bound
+    ("isolation", pa.list_(_STR)),  # the OS walls the candidate ran in
     ("recommendation", _STR),
     ("device", _STR),
     ("versions", pa.map_(_STR, _STR)),

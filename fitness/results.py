@@ -36,6 +36,7 @@ JSON_FIELDS = (
     "sol_fraction",
     "max_abs_err",
     "max_rel_err",
+    "error_fraction",
     "device",
     "versions",
     "workload",
@@ -73,6 +74,8 @@ class EvalResult:
     audit: bool = False
     max_abs_err: float | None = None
     max_rel_err: float | None = None
+    # The largest error as a fraction of the allowed bound (fitness.tolerance): <= 1 passes.
+    error_fraction: float | None = None
     device: str = ""
     versions: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)

@@ -14,7 +14,10 @@ import pytest
 
 import analysis
 from analysis import AnalysisError, LineageWarning
+from analysis.load import SCHEMA_VERSION
 from tests.analysis_lineages import CALLS, ROWS, cid, write_hand_made_run
+
+NEWER = SCHEMA_VERSION + 1  # a lineage written by a later version of evo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,15 +89,17 @@ def test_older_and_newer_schema_versions_read(run_dir):
     pq.write_table(old, parts / "part-old-00000000.parquet")
     (parts / "part-old-00000000.parquet.ok").touch()
     new = pa.table({"run_id": ["h"], "candidate_id": ["new"], "status": ["mismatch"],
-                    "schema_version": pa.array([2], pa.int32()), "energy_j": [1.5]})  # fmt: skip
+                    "schema_version": pa.array([NEWER], pa.int32()),
+                    "energy_j": [1.5]})  # fmt: skip
     pq.write_table(new, parts / "part-zzz-00000000.parquet")
     (parts / "part-zzz-00000000.parquet.ok").touch()
-    with pytest.warns(LineageWarning, match="schema_version 2 is newer"):
+    with pytest.warns(LineageWarning, match=f"schema_version {NEWER} is newer"):
         c = analysis.load_run(str(run_dir)).candidates.set_index("candidate_id")
-    assert c.loc["old", "schema_version"] == 0 and c.loc[cid("A0-0"), "schema_version"] == 1
+    assert c.loc["old", "schema_version"] == 0
+    assert c.loc[cid("A0-0"), "schema_version"] == SCHEMA_VERSION
     assert c.loc["old", "protocol_version"] == 3  # cast to the current integer type
     assert c.loc["old", "speedup_vs_eager"] != c.loc["old", "speedup_vs_eager"]  # NaN
-    assert c.loc["new", "energy_j"] == 1.5 and c.loc["new", "schema_version"] == 2
+    assert c.loc["new", "energy_j"] == 1.5 and c.loc["new", "schema_version"] == NEWER
     with pytest.warns(LineageWarning, match="newer"):
         slim = analysis.load_run(str(run_dir), columns=["energy_j", "status"]).candidates
     assert slim["energy_j"].notna().sum() == 1

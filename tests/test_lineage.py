@@ -63,6 +63,8 @@ def candidate(i: int, **kw) -> dict:
         "metrics": {"code_size": 123.0, "regs": 32.0},
         "max_abs_err": 1e-6,
         "max_rel_err": 2e-6,
+        "error_fraction": 0.125,
+        "isolation": ["mount", "pid", "net"],
         "recommendation": "tile the K loop",
         "device": "NVIDIA H100",
         "versions": {"torch": "2.9", "triton": "3.6"},
