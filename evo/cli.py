@@ -162,6 +162,10 @@ def _print_result(r) -> None:
     if r.sol_ms is not None:
         print(f"SOL floor  {ms(r.sol_ms)}   fraction {r.sol_fraction:.3f}")
     print(f"device     {r.device}   comparable={r.comparable}   precision={r.precision}")
+    if r.error_fraction is not None:
+        print(f"error      {r.error_fraction:.3g} of the allowed bound")
+    walls = ", ".join(r.isolation) if r.isolation else "none (see README: Isolation)"
+    print(f"isolation  {walls}")
     if r.audit:
         print("audit      speedup above the audit bound: check this kernel by hand")
     if r.log and r.status.value != "correct":

@@ -28,6 +28,8 @@ import signal
 import sys
 from pathlib import Path
 
+from fitness.errors import EvoError
+
 # The layers a full sandbox has, in the order `isolation` lists them.
 LAYERS = ("mount", "pid", "net", "ipc", "tmpfs", "user", "no_new_privs", "rlimits")
 _CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
@@ -46,7 +48,7 @@ NOFILE = 4096
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-class SandboxMissing(Exception):
+class SandboxMissing(EvoError):
     """EVO_REQUIRE_SANDBOX=1 and a layer could not be put in force."""
 
 
@@ -134,13 +136,22 @@ def _become_init() -> None:
             os.close(w)
             die_with_parent(parent=1)
             return
+        _close_all_but(w)
         status = _wait(job_pid)
         os.write(w, status.to_bytes(4, "little"))
         os._exit(0)
     os.close(w)
+    _close_all_but(r)
     _wait(pid)
     data = os.read(r, 4)
     _end_as(int.from_bytes(data, "little") if len(data) == 4 else 1 << 8)
+
+
+def _close_all_but(keep: int) -> None:
+    """A waiting process holds no descriptor of the job's: the job's channel and pipes see
+    their end when the job's own copies close (a parent blocked on an exec pipe included)."""
+    os.closerange(3, keep)
+    os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
 
 
 def _wait(pid: int) -> int:

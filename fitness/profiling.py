@@ -243,8 +243,10 @@ def _child_main(job_path: str) -> None:
     from fitness.workloads import import_workload_module
 
     job = json.loads(Path(job_path).read_text())
-    _warm(job["device"])  # what the sandbox user may not be able to import (a home-dir Python)
-    _sandbox(job, Path(job_path).parent)
+    tmp = Path(job_path).parent
+    _walls(job, tmp)  # before torch starts any thread: the walls fork
+    _warm(job["device"])
+    _drop(job, tmp)
     device = job["device"]
     mod = import_workload_module(Path(job["workload_path"]), job["overrides"])
     spec = importlib.util.spec_from_file_location("candidate_module", job["candidate_path"])
@@ -333,11 +335,35 @@ def _warm(device: str) -> None:
 
 
 def _sandbox(job: dict, tmp: Path) -> None:
-    """As root, before any candidate code: no network, then become `run_as` (the judge's
-    sandbox user), owning only the profile's own folder (and the CUDA build it reads)."""
+    """As root, before any candidate code: the judge's walls, then the sandbox user."""
+    _walls(job, tmp)
+    _drop(job, tmp)
+
+
+def _walls(job: dict, tmp: Path) -> None:
+    """The judge's OS walls (fitness.containment: a root of its own, private scratch, a PID
+    namespace, no network), where a root caller asks for a sandbox user. They fork, so they
+    go up before anything starts a thread."""
     if not job.get("run_as") or os.geteuid() != 0:
         return
-    _drop_privileges(job["run_as"], [str(tmp), job.get("env", {}).get("TORCH_EXTENSIONS_DIR", "")])
+    from types import SimpleNamespace
+
+    from fitness.containment import contain
+
+    needs = [p for p in (job.get("workload_path"), job.get("candidate_path")) if p]
+    contain(SimpleNamespace(tmpdir=str(tmp), env_extra={"TORCH_EXTENSIONS_DIR": _ext(job)}), needs)
+    os.chdir(tmp)
+
+
+def _drop(job: dict, tmp: Path) -> None:
+    """Become `run_as` (the judge's sandbox user), owning only the profile's own folder (and
+    the CUDA build it reads)."""
+    if job.get("run_as") and os.geteuid() == 0:
+        _drop_privileges(job["run_as"], [str(tmp), _ext(job)])
+
+
+def _ext(job: dict) -> str:
+    return job.get("env", {}).get("TORCH_EXTENSIONS_DIR", "")
 
 
 def _drop_privileges(run_as: str, dirs: list[str]) -> None:

@@ -186,6 +186,11 @@ def child_main(sock, job: Job) -> None:
         if job.role == "reference":
             _reference(sock, job)
             return
+        if job.role == "probe":  # the walls a candidate would be in, for the judge to read
+            drop_privileges(job)
+            send(sock, "ready")
+            channel.recv(sock, None)
+            return
         if job.role == "build":  # compile ahead: no GPU is visible here
             phase = "load"
             drop_privileges(job)

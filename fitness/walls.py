@@ -12,6 +12,27 @@ from fitness.containment import LAYERS
 _NAMESPACES = (("mnt", "mount"), ("pid", "pid"), ("net", "net"), ("ipc", "ipc"))
 
 
+def probe(device: str, run_as: str = "nobody") -> list[str]:
+    """The layers a candidate's process gets on this machine: a child that runs no candidate
+    code is walled in as one would be, and read from /proc."""
+    import shutil
+    import tempfile
+
+    from fitness.processes import Child
+    from fitness.sandbox import Job
+
+    tmp = tempfile.mkdtemp(prefix="evo-probe-")
+    job = Job("probe", "", {}, [], device, [], [], tmp, run_as=run_as)
+    child = Child(job, 1 << 30)
+    try:
+        child.recv("probe", 60.0)  # hello
+        child.recv("probe", 60.0)  # ready: the change of user is done
+        return child.isolation()
+    finally:
+        child.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def observed_layers(pid: int) -> list[str]:
     """The layers in force around process `pid`, in LAYERS order ([] if it cannot be read)."""
     if pid <= 0:

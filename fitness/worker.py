@@ -21,6 +21,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 
+from fitness import containment
 from fitness.cache import JsonCache, default_cache_dir, digest
 from fitness.compile import prebuild
 from fitness.errors import EvoError
@@ -100,6 +101,12 @@ class FitnessService:
         self._workloads: dict[tuple, Workload] = {}
         self._last_device = ("", {})  # device name and versions, learnt from the first verdict
         self.evaluated = 0
+        self.isolation: list[str] = []
+        if containment.required():  # refuse at start, not candidate by candidate
+            from fitness.walls import probe
+
+            self.isolation = probe(self.device, EvalOptions.sandbox_user)
+            containment.require(self.isolation, f"fitness worker on {self.device}")
         threading.Thread(target=self._loop, name="fitness-gpu", daemon=True).start()
 
     # -- the stream interface
