@@ -227,6 +227,10 @@ def _meta_problem(metas: list, refs) -> str:
     return ""
 
 
+def neutered_hash(protocol) -> str:
+    return source_hash(protocol.neutered or "")
+
+
 class _Verdict(Exception):
     """Raised inside the protocol to end it with a verdict."""
 
@@ -321,7 +325,10 @@ class _Protocol:
     def _job(self, role: str, tmp: Path, candidate: str = "candidate.py") -> Job:
         env = {}
         if self.opts.extension_dir and self.opts.backend == "cuda":
-            env["TORCH_EXTENSIONS_DIR"] = str(Path(self.opts.extension_dir) / self.res.source_hash)
+            # Each source builds in its own folder: the neutered replay never overwrites the
+            # candidate's build (fitness.worker prebuilds both).
+            own = self.res.source_hash if candidate == "candidate.py" else neutered_hash(self)
+            env["TORCH_EXTENSIONS_DIR"] = str(Path(self.opts.extension_dir) / own)
             if self.opts.device == "cuda":  # the flags of the prebuild, or ninja rebuilds it all
                 from fitness.compile import device_arch
 

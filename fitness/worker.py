@@ -27,6 +27,7 @@ from fitness.compile import prebuild
 from fitness.errors import EvoError
 from fitness.guardrails import GuardrailConfig
 from fitness.judge import EvalOptions, evaluate, resolve_device, source_hash, workload_for_device
+from fitness.neuter import neuter
 from fitness.precision import parse_precision
 from fitness.results import PROTOCOL_VERSION, EvalResult, Status
 from fitness.workloads import Workload, resolve_workload
@@ -124,6 +125,9 @@ class FitnessService:
             build = self._builds.submit(
                 prebuild, req.source, self.extension_dir, self._arch(), 900.0
             )
+            neutered = neuter(req.source, "cuda")  # the judge's replay builds it otherwise
+            if neutered and req.options.get("replay", True):
+                self._builds.submit(prebuild, neutered, self.extension_dir, self._arch(), 900.0)
         self._queue.put((req, build))
         return req.request_id
 
