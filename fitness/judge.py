@@ -455,17 +455,20 @@ class _Protocol:
 
     def _expect(self, child: Child, kind: str, phase: str, timeout: float | None = None) -> Message:
         msg = child.recv(phase, timeout or self.opts.timeout)
+        if msg.kind != kind or kind not in ("output", "reference"):
+            msg.close()  # descriptors only outputs carry: any other is closed at once
         if msg.kind == kind:
             return msg
         if msg.kind in ("error", "compile_error"):
-            err = msg.fields.get("error", "")
-            at = msg.fields.get("phase", phase)
+            err = str(msg.fields.get("error", ""))[:400]
+            at = str(msg.fields.get("phase", phase))[:40]
             # Loading is importing (and for CUDA, building): its failures are compile errors.
             compiled = msg.kind == "compile_error" or at == "load"
             status = Status.COMPILE_ERROR if compiled else Status.RUNTIME_ERROR
             if "out of memory" in err.lower():
                 err = f"out of memory: {err}"
-            raise _Verdict(status, f"{at}: {err}", "runtime", msg.fields.get("log", ""))
+            log = str(msg.fields.get("log", ""))[-8000:]
+            raise _Verdict(status, f"{at}: {err}", "runtime", log)
         raise _Verdict(
             Status.RUNTIME_ERROR, f"unexpected message {msg.kind!r} in phase {phase}", "judge"
         )
