@@ -2,7 +2,9 @@
 
 The strict default bans the known routes around the evaluator: falling back to PyTorch,
 introspection, threads and streams, I/O, monkeypatching, secrets, and silent precision flags.
-These are a first wall only; every class they cover is also defended at run time.
+These are a first wall only; every class they cover is also defended at run time. The checks
+that need a candidate's names resolved (`f = torch.mm`, `from torch import mm`) live in
+`fitness.guardrail_routes`, on the bindings `fitness.guardrail_names` reads.
 """
 
 from __future__ import annotations
@@ -14,29 +16,19 @@ import tokenize
 from dataclasses import dataclass, field
 
 from backends import get_backend
+from fitness.guardrail_names import CandidateNames
+from fitness.guardrail_routes import (
+    ALLOWED_DUNDERS,
+    COMPUTE_METHODS,
+    ENV_KEYS_OK,
+    INPLACE_OK,
+    LIBRARY_GEMMS,
+    TORCH_OK,
+    TRITON_HELPER_MODULES,
+    RouteGuard,
+)
 from fitness.precision import Precision
 
-# Calls a candidate may make on torch outside __init__: allocation, views, queries.
-ALLOWED_TORCH_CALLS = frozenset(
-    """empty empty_like empty_strided zeros zeros_like tensor as_tensor device dtype Size
-    cdiv is_tensor numel broadcast_shapes get_device_properties current_device
-    device_count is_available get_device_capability manual_seed""".split()
-)
-# Tensor methods that compute (a call of one outside __init__ is a PyTorch fallback).
-COMPUTE_METHODS = frozenset(
-    """sum mean std var prod max min amax amin argmax argmin cumsum cumprod norm matmul mm bmm
-    addmm baddbmm einsum dot mv exp exp_ log log_ log1p sqrt rsqrt sin cos tanh tanh_ sigmoid
-    sigmoid_ relu relu_ gelu silu softmax log_softmax layer_norm abs abs_ neg clamp clamp_ clip
-    pow add add_ sub sub_ mul mul_ div div_ addcmul addcdiv lerp where masked_fill masked_fill_
-    fill_ copy_ index_select gather scatter scatter_add sort topk conv1d conv2d conv3d linear
-    logsumexp erf erf_ square sign floor ceil round maximum minimum outer""".split()
-)
-# Library GEMMs an experiment may allow (`allow_library_gemm`): cuBLAS through PyTorch, or
-# through Inductor's `extern_kernels`, as a compiler seed's wrapper calls it.
-LIBRARY_GEMMS = frozenset("mm addmm bmm baddbmm matmul linear".split())
-# Inductor's Triton device helpers (compiler seeds use them): @triton.jit functions only,
-# which cannot compute on host tensors.
-TRITON_HELPER_MODULES = ("torch._inductor.runtime.triton_helpers",)
 BANNED_MODULES = frozenset(
     """threading _thread multiprocessing subprocess concurrent asyncio inspect gc ctypes cffi
     socket urllib http requests httpx pickle marshal shelve shutil tempfile pathlib io signal
@@ -44,7 +36,6 @@ BANNED_MODULES = frozenset(
     fitness evo operators""".split()
 )
 # Dunder attributes a kernel never needs; they are the doors to frames, globals and builtins.
-ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__doc__", "__version__"})
 BANNED_NAMES = {
     "__import__": "dynamic import",
     "eval": "eval",
@@ -59,15 +50,34 @@ BANNED_NAMES = {
     "breakpoint": "breakpoint",
     "Model": "use of the reference Model",
 }
-OS_ALLOWED = {("environ", "get"), ("getenv",)}
-ENV_ALLOWED_KEYS = frozenset({"TRITON_INTERPRET"})
-CUDA_TORCH_COMPUTE = re.compile(
-    r"\b(?:at|torch)::(?:matmul|mm|bmm|addmm|baddbmm|linear|conv\w*|relu|gelu|silu|softmax|"
-    r"log_softmax|layer_norm|group_norm|batch_norm|sum|mean|exp|log|tanh|sigmoid|add|mul|sub|"
-    r"div|max|min|amax|norm|einsum|matmul_out|mm_out|where|clamp|pow|sqrt|cumsum|mean_out)\s*\("
+FRAME_ATTRS = frozenset(
+    """_getframe f_back f_globals f_locals f_builtins f_code gi_frame gi_code cr_frame
+    cr_code ag_frame tb_frame tb_next""".split()
 )
-CUDA_TENSOR_COMPUTE = re.compile(
-    r"\.\s*(?:matmul|mm|bmm|sum|mean|exp|relu|softmax|sigmoid|tanh|add|mul|div|sub|max|min)\s*\("
+STREAM_ATTRS = frozenset(
+    """Stream stream ExternalStream set_stream current_stream default_stream wait_stream
+    StreamContext CUDAGraph graph""".split()
+)
+OS_ALLOWED = {("environ", "get"), ("getenv",)}
+# In a CUDA candidate's C++: ATen calls other than allocation and device queries, tensor
+# methods that compute, and PyTorch's registry, dispatcher and global switches.
+CUDA_TORCH_CALL = re.compile(r"\b(?:at|torch)::(?:\w+::)*(\w+)\s*\(")
+CUDA_TORCH_OK = frozenset(
+    """empty empty_like empty_strided zeros zeros_like full full_like ones ones_like from_blob
+    TensorOptions Device device dtype ceil_div getCurrentCUDAStream getDefaultCUDAStream
+    getCurrentDeviceProperties getDeviceProperties current_device device_count warp_size
+    CUDAGuard OptionalCUDAGuard Scalar IntArrayRef""".split()
+)
+CUDA_METHOD_CALL = re.compile(r"\.\s*(\w+)\s*\(")
+CUDA_MACHINERY = re.compile(
+    r"\b(?:at::_ops|at::native|at::globalContext|at::cuda::blas|c10::Dispatcher|c10::impl|"
+    r"torch::jit|torch::autograd|torch::nn|torch::library|TORCH_LIBRARY\w*)\b"
+)
+# ... and the Python interpreter, the OS, threads and files, from C++.
+CUDA_HOST = re.compile(
+    r"\b(?:pybind11|py)::|\bPy[A-Z]\w*\s*\(|\bstd::(?:thread|async|system|getenv|\w*fstream)\b"
+    r"|\b(?:dlopen|dlsym|system|popen|fork|vfork|execv\w*|execl\w*|getenv|setenv|putenv|fopen"
+    r"|open|syscall|ptrace|kill|pthread_create)\s*\("
 )
 
 
@@ -149,15 +159,15 @@ def check(
         if m:
             found.append(f"banned pattern {pattern!r} at line {_line_of(code, m.start())}")
     found += _precision_violations(tree, code, be.banned_precision, precision, be.name)
-    found += _AstGuard(config).run(tree)
-    if be.name == "cuda" and not config.allow_torch_ops:
-        for rx in (CUDA_TORCH_COMPUTE, CUDA_TENSOR_COMPUTE):
-            m = rx.search(code)
-            if m:
-                found.append(
-                    f"PyTorch compute call {m.group(0).strip()!r} in C++ at line "
-                    f"{_line_of(code, m.start())} (falls back to PyTorch)"
-                )
+    fp32_dots = be.name == "triton" and precision is Precision.FP32
+    names = CandidateNames(tree)
+    routes = RouteGuard(names, not config.allow_torch_ops, config.allow_library_gemm, fp32_dots)
+    more = routes.run(tree)
+    found += _AstGuard(config, names.inits).run(tree)
+    seen = {_line_in(v) for v in found}
+    found += [v for v in more if _line_in(v) not in seen]  # one reason per line is enough
+    if be.name == "cuda":
+        found += _cpp_violations(tree, config.allow_torch_ops)
     if found:
         return GuardrailVerdict(False, found[0], tuple(found))
     return GuardrailVerdict(True)
@@ -166,27 +176,70 @@ def check(
 def _without_docstrings(code: str, tree: ast.AST) -> str:
     """Blank the docstrings (prose) so patterns look only at code and code-bearing strings."""
     lines = code.splitlines(keepends=True)
+    for doc in _docstrings(tree):
+        for i in range(doc.lineno - 1, min(doc.end_lineno or doc.lineno, len(lines))):
+            lines[i] = "\n"
+    return "".join(lines)
+
+
+def _docstrings(tree: ast.AST) -> list[ast.Constant]:
     nodes = [tree] + [
         n
         for n in ast.walk(tree)
         if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
     ]
-    for n in nodes:
-        body = getattr(n, "body", [])
-        first = body[0] if body else None
-        if (
-            isinstance(first, ast.Expr)
-            and isinstance(first.value, ast.Constant)
-            and isinstance(first.value.value, str)
-            and first.end_lineno is not None
-        ):
-            for i in range(first.lineno - 1, min(first.end_lineno, len(lines))):
-                lines[i] = "\n"
-    return "".join(lines)
+    firsts = [n.body[0] for n in nodes if getattr(n, "body", None)]
+    return [
+        f.value
+        for f in firsts
+        if isinstance(f, ast.Expr)
+        and isinstance(f.value, ast.Constant)
+        and isinstance(f.value.value, str)
+    ]
 
 
 def _line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
+
+
+def _cpp_violations(tree: ast.AST, allow_torch_ops: bool) -> list[str]:
+    """The C++ in a CUDA candidate's strings: PyTorch's compute, registry or switches."""
+    out, prose = [], {id(d) for d in _docstrings(tree)}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        if id(node) in prose:
+            continue
+        text = node.value
+        hits = [
+            (m, "PyTorch internals", "registry or global state")
+            for m in CUDA_MACHINERY.finditer(text)
+        ]
+        hits += [(m, "host access", "reaches the process") for m in CUDA_HOST.finditer(text)]
+        if not allow_torch_ops:
+            hits += [
+                (m, "PyTorch compute call", "falls back to PyTorch")
+                for rx in (CUDA_TORCH_CALL, CUDA_METHOD_CALL)
+                for m in rx.finditer(text)
+                if _cpp_compute(m, rx is CUDA_METHOD_CALL)
+            ]
+        for m, what, why in hits:
+            line = node.lineno + text.count("\n", 0, m.start())
+            out.append(f"{what} {m.group(0).strip()!r} in C++ at line {line} ({why})")
+    return out
+
+
+def _cpp_compute(m: re.Match, method: bool) -> bool:
+    name = m.group(1)
+    if not method:
+        return name not in CUDA_TORCH_OK
+    in_place = name.endswith("_") and not name.endswith("__") and name not in INPLACE_OK
+    return name in COMPUTE_METHODS or in_place
+
+
+def _line_in(violation: str) -> str:
+    m = re.search(r"at line (\d+)", violation)
+    return m.group(1) if m else violation
 
 
 def _precision_violations(tree, code, banned, precision: Precision, backend: str) -> list[str]:
@@ -222,19 +275,28 @@ def _precision_violations(tree, code, banned, precision: Precision, backend: str
 
 
 def _ieee_dot(call: ast.Call) -> bool:
-    for kw in call.keywords:
-        if kw.arg == "input_precision" and isinstance(kw.value, ast.Constant):
-            return kw.value.value == "ieee"
-        if kw.arg == "allow_tf32" and isinstance(kw.value, ast.Constant):
-            return kw.value.value is False
-    return False
+    """The literal keyword `input_precision="ieee"`, nothing that could override it: no
+    precision by position (after a, b, acc), no *args or **kwargs, no allow_tf32 but False."""
+    if len(call.args) > 3 or any(isinstance(a, ast.Starred) for a in call.args):
+        return False
+    kws = {kw.arg: kw.value for kw in call.keywords}
+    if None in kws or not _literal(kws.get("allow_tf32", ast.Constant(False)), False):
+        return False
+    return _literal(kws.get("input_precision"), "ieee")
+
+
+def _literal(node: ast.AST | None, value: object) -> bool:
+    return (
+        isinstance(node, ast.Constant) and type(node.value) is type(value) and node.value == value
+    )
 
 
 class _AstGuard(ast.NodeVisitor):
     """Walks the module once and collects violations of the strict default."""
 
-    def __init__(self, config: GuardrailConfig):
+    def __init__(self, config: GuardrailConfig, inits: set[int]):
         self.config = config
+        self.inits = inits  # the __init__ methods that may build weights with torch
         self.found: list[str] = []
         self.torch_aliases: set[str] = {"torch"}
         self.module_aliases: dict[str, str] = {}  # local name -> module
@@ -293,12 +355,13 @@ class _AstGuard(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        is_init = node.name == "__init__"
-        self.in_init += is_init
+        """Only an nn.Module's __init__ (and the methods only it calls) may compute with
+        torch; a function or lambda defined inside it runs later and is checked as forward is."""
+        outer, self.in_init = self.in_init, int(id(node) in self.inits)
         self.generic_visit(node)
-        self.in_init -= is_init
+        self.in_init = outer
 
-    visit_AsyncFunctionDef = visit_FunctionDef
+    visit_AsyncFunctionDef = visit_Lambda = visit_FunctionDef
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in BANNED_NAMES:
@@ -311,9 +374,9 @@ class _AstGuard(ast.NodeVisitor):
         attr = node.attr
         if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
             self._flag(node, f"access to {attr!r} (introspection)")
-        if attr in ("_getframe", "f_back", "f_globals", "f_locals", "gi_frame"):
+        if attr in FRAME_ATTRS:
             self._flag(node, f"access to {attr!r} (introspection)")
-        if attr in ("Stream", "stream", "ExternalStream", "set_stream", "CUDAGraph", "graph"):
+        if attr in STREAM_ATTRS:
             self._flag(node, f"use of CUDA streams or graphs ({attr!r})")
         on_os = isinstance(node.value, ast.Name) and node.value.id == "os"
         if on_os and attr not in ("environ", "getenv"):
@@ -357,11 +420,11 @@ class _AstGuard(ast.NodeVisitor):
             if not isinstance(name, ast.Constant):
                 self._flag(node, "getattr with a computed name (obfuscation)")
             elif _root_name(node.args[0]) in self.torch_aliases and not self.in_init:
-                if name.value not in ALLOWED_TORCH_CALLS and not self.config.allow_torch_ops:
+                if name.value not in TORCH_OK and not self.config.allow_torch_ops:
                     self._flag(node, f"getattr of torch's {name.value!r} (falls back to PyTorch)")
         if _is_env_read(f):
             key = node.args[0] if node.args else None
-            if not (isinstance(key, ast.Constant) and key.value in ENV_ALLOWED_KEYS):
+            if not (isinstance(key, ast.Constant) and key.value in ENV_KEYS_OK):
                 self._flag(node, "reading the environment (secrets stay out of candidates)")
         chain = attr_chain(f) if isinstance(f, ast.Attribute) else []
         library_gemm = self.config.allow_library_gemm and chain and chain[-1] in LIBRARY_GEMMS
@@ -381,7 +444,7 @@ class _AstGuard(ast.NodeVisitor):
             root = _root_name(f)
             if root in self.torch_aliases and chain:
                 name = chain[-1]
-                is_query = name in ALLOWED_TORCH_CALLS or name[0].isupper()
+                is_query = name in TORCH_OK or name[0].isupper()
                 if not is_query and not _is_cuda_query(chain):
                     self._flag(
                         node, f"PyTorch compute call {'.'.join(chain)!r} (falls back to PyTorch)"
@@ -416,7 +479,7 @@ def _is_env_read(f: ast.AST) -> bool:
 
 
 def _is_cuda_query(chain: list[str]) -> bool:
-    return len(chain) >= 2 and chain[-2] == "cuda" and chain[-1] in ALLOWED_TORCH_CALLS
+    return len(chain) >= 2 and chain[-2] == "cuda" and chain[-1] in TORCH_OK
 
 
 def _root_name(node: ast.AST) -> str | None:
