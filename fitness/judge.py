@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from fitness import channel, containment
+from fitness.channel import DTYPES
 from fitness.guardrails import GuardrailConfig, check, defines_model_new, strip_comments
 from fitness.inputs import Round
 from fitness.lockstep import (
@@ -42,7 +43,9 @@ from fitness.processes import Child, ChildFailed, Message
 from fitness.results import EvalResult, Status
 from fitness.roofline import sol_ms
 from fitness.sandbox import Job
-from fitness.trace import compute_ops, own_kernel_ran, own_launches
+from fitness.tolerance import Bound
+from fitness.tolerance import check as within_bounds
+from fitness.trace import compute_ops, host_reads, own_kernel_ran, own_launches
 from fitness.workloads import Workload
 
 DISTRIBUTIONS = ("workload", "normal", "workload", "heavy", "workload")
@@ -210,21 +213,32 @@ def compare(outs, refs, atol: float, rtol: float) -> tuple[str, float, float]:
     return "", max_abs, max_rel
 
 
-def _meta_problem(metas: list, refs) -> str:
-    """What is wrong with the outputs a child claims, against the reference ('' if nothing):
-    their number, shapes and dtypes."""
-    if len(metas) != len(refs):
-        return f"returned {len(metas)} output tensors, expected {len(refs)}"
-    for k, (meta, r) in enumerate(zip(metas, refs)):
-        tag = f"output {k}" if len(refs) > 1 else "output"
+def _meta_problem(metas: list, expected: list) -> str:
+    """What is wrong with the outputs a child claims, against the (dtype, shape) expected
+    ('' if nothing): their number, shapes and dtypes."""
+    if len(metas) != len(expected):
+        return f"returned {len(metas)} output tensors, expected {len(expected)}"
+    for k, (meta, (want_dtype, want_shape)) in enumerate(zip(metas, expected)):
+        tag = f"output {k}" if len(expected) > 1 else "output"
         dtype, shape = channel.meta_of(meta)
-        if shape is None or tuple(shape) != tuple(r.shape):
-            return (
-                f"{tag} has shape {shape if shape is not None else '?'}, expected {tuple(r.shape)}"
-            )
-        if dtype != r.dtype:
-            return f"{tag} has dtype {dtype}, expected {r.dtype}"
+        if shape is None or tuple(shape) != tuple(want_shape):
+            got = "?" if shape is None else tuple(shape)
+            return f"{tag} has shape {got}, expected {tuple(want_shape)}"
+        if dtype != want_dtype:
+            return f"{tag} has dtype {dtype}, expected {want_dtype}"
     return ""
+
+
+def _bounds(fields: dict, tensors: list) -> list[Bound]:
+    """The reference child's bounds (fitness.tolerance), rebuilt from its message: a center,
+    and an allowed error unless the output is compared exactly."""
+    out, it = [], iter(tensors)
+    for item in fields["layout"]:
+        center = next(it)
+        allowed = None if item["exact"] else next(it)
+        dtype = DTYPES[item["dtype"]]
+        out.append(Bound(center, dtype, allowed, fallback=item.get("note", "")))
+    return out
 
 
 def neutered_hash(protocol) -> str:
@@ -289,12 +303,9 @@ class _Protocol:
             Round(seed(), DISTRIBUTIONS[i % len(DISTRIBUTIONS)]) for i in range(opts.rounds)
         ]
         self.rounds += [Round(seed(), "workload", s) for s in self._check_shapes()]
-        # One more round, run only by the neutered replay (fitness.neuter), never by the
-        # candidate's own process.
+        # The candidate with its own kernels neutered, replayed through the same calls
+        # (fitness.neuter); None when it defines none, or the options turn the replay off.
         self.neutered = neuter(source, opts.backend) if opts.replay else None
-        self.replay_at = len(self.rounds) if self.neutered else None
-        if self.neutered:
-            self.rounds.append(Round(seed(), "workload"))
         self.timing_seed = seed()
         # Each timed call gets fresh inputs from its own seed, revealed by its tick. The calls
         # whose outputs are re-checked are drawn one by one (each with the same chance, at least
@@ -345,6 +356,7 @@ class _Protocol:
             run_as=self.opts.sandbox_user,
             tmpdir=str(tmp),
             candidate_path=str(tmp / candidate),
+            precision=self.opts.precision.value,
             env_extra=env,
         )
 
@@ -366,11 +378,7 @@ class _Protocol:
             ref.kill()
             self._expect(cand, "ready", "setup")
             self._walls(cand)
-            keep = [
-                i
-                for i, r in enumerate(self.rounds)
-                if i != self.replay_at and (refs[i][0] or r.dist == "workload")
-            ]
+            keep = [i for i, r in enumerate(self.rounds) if refs[i][0] or r.dist == "workload"]
             calib = self._calibrate(cand) if opts.timing else None
             self._phase("load (build or import the candidate)")
             cand.send("load")
@@ -386,7 +394,7 @@ class _Protocol:
             cand.kill()
             if self.neutered:
                 self._phase("replay with the candidate's own kernels neutered")
-                self._replay(children, refs)
+                self._replay(children, keep, refs)
             if ticks is not None:
                 self._record_time(ticks, calib)
         except ChildFailed as e:
@@ -419,10 +427,14 @@ class _Protocol:
         self.res.isolation = cand.isolation()
         containment.require(self.res.isolation, "candidate's process")
 
-    def _replay(self, children: list[Child], refs) -> None:
-        """One round of the candidate with its own kernels neutered, in a fresh process and a
-        fresh folder: outputs that still match were not computed by those kernels."""
+    def _replay(self, children: list[Child], keep: list[int], refs) -> None:
+        """The candidate with its own kernels neutered, in a fresh process and folder, through
+        the same calls as the candidate's own run (warm-up, the correctness rounds, the timed
+        calls), so no call can tell the two runs apart. An output that still matches the
+        reference where doing nothing would not (the round is not `trivial`) was computed by
+        something other than those kernels: the run is refused as a fallback."""
         tmp = Path(tempfile.mkdtemp(prefix="evo-replay-"))
+        matched: list[str] = []
         try:
             (tmp / "neutered.py").write_text(self.neutered)
             child = self._start(children, "candidate", tmp, "neutered.py")
@@ -432,21 +444,39 @@ class _Protocol:
             child.send("load")
             timeout = max(self.opts.timeout, self.opts.build_timeout)
             self._expect(child, "loaded", "replay", timeout=timeout)
-            child.send("round", index=self.replay_at, seed=self.rounds[self.replay_at].seed)
-            msg = self._expect(child, "output", "replay")
-            self._check_output(child, msg, refs[self.replay_at][1], "replay", record=False)
-        except (_Verdict, ChildFailed):
-            self.res.metrics["replay_matched"] = 0.0
-            return  # it failed without its kernels: they did the work
+            child.send("warmup", n=self.opts.warmup)
+            self._expect(child, "warmed", "replay")
+            for i in keep:
+                child.send("round", index=i, seed=self.rounds[i].seed)
+                msg = self._expect(child, "output", "replay")
+                self._replayed(child, msg, refs[i], f"round {i + 1}", matched)
+            if self.opts.timing:
+                at = {it: k for k, it in enumerate(self.recheck_at)}
+                ticks = run_ticks(child, self.tick_seeds, self._expect, fetch=at)
+                for k, msg in enumerate(ticks.rechecks):
+                    ref = refs[len(self.rounds) + k]
+                    self._replayed(child, msg, ref, f"timed call {self.recheck_at[k] + 1}", matched)
+        except (_Verdict, ChildFailed, TimingRefused):
+            pass  # it failed without its kernels: what it matched so far still counts
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        self.res.metrics["replay_matched"] = 1.0
-        raise _Verdict(
-            Status.REJECTED,
-            "falls back: with its own kernels neutered, a replay in a fresh process still "
-            "matches the reference (the work is done elsewhere)",
-            "judge",
-        )
+        self.res.metrics["replay_matched"] = float(len(matched))
+        if matched:
+            raise _Verdict(
+                Status.REJECTED,
+                "falls back: with its own kernels neutered, a replay in a fresh process still "
+                f"matches the reference ({', '.join(matched[:3])}): the work is done elsewhere",
+                "judge",
+            )
+
+    def _replayed(self, child: Child, msg: Message, ref, what: str, matched: list) -> None:
+        _, bounds, trivial = ref
+        try:
+            self._check_output(child, msg, bounds, what, record=False)
+        except _Verdict:
+            return
+        if not trivial:
+            matched.append(what)
 
     # -- phases
     def _phase(self, name: str) -> None:
@@ -488,7 +518,7 @@ class _Protocol:
                     "reference",
                     getattr(v, "log", ""),
                 ) from None
-            refs.append((msg.fields["finite"], tensors))
+            refs.append((msg.fields["finite"], _bounds(msg.fields, tensors), msg.fields["trivial"]))
             if "flops" in msg.fields:
                 info = {"flops": msg.fields["flops"], "min_bytes": msg.fields["min_bytes"]}
         return refs, info
@@ -507,41 +537,55 @@ class _Protocol:
                 levels.append(run_ticks(cand, seeds(20), self._expect, noop=True, spin=cycles))
         return Calibration(base, levels)
 
-    def _tol(self, ref_tensors) -> tuple[float, float]:
-        dtype = ref_tensors[0].dtype if ref_tensors else torch.float32
-        tol = tolerance(self.opts.precision, dtype)
-        atol = self.opts.atol if self.opts.atol is not None else tol
-        rtol = self.opts.rtol if self.opts.rtol is not None else tol
-        self.res.atol, self.res.rtol = atol, rtol
-        return atol, rtol
-
     def _check_output(
-        self, child: Child, msg: Message, ref_tensors, what: str, record: bool = True
-    ) -> None:
-        """Compare a message's outputs with the reference. The judge reads them at the shape
-        and dtype it expects; the child's own account of them only words the reason. The
-        errors are recorded unless `record` is False (the neutered replay's are not the
-        candidate's)."""
+        self, child: Child, msg: Message, bounds: list[Bound], what: str, record: bool = True
+    ) -> bool:
+        """Compare a message's outputs with the reference's bounds (fitness.tolerance; a fixed
+        atol/rtol where the options set one). The judge reads them at the shape and dtype it
+        expects; the child's own account of them only words the reason. The errors are
+        recorded unless `record` is False (the neutered replay's are not the candidate's).
+        Raises a MISMATCH verdict, or returns True."""
         problem = msg.fields.get("problem")
         if problem:
             msg.close()
             raise _Verdict(Status.MISMATCH, f"{what}: {str(problem)[:300]}", "judge")
-        wrong = _meta_problem(msg.metas, ref_tensors)
+        expected = [(b.dtype, list(b.center.shape)) for b in bounds]
+        wrong = _meta_problem(msg.metas, expected)
         if wrong:
             msg.close()
             raise _Verdict(Status.MISMATCH, f"{what}: {wrong}", "judge")
-        expected = [(r.dtype, list(r.shape)) for r in ref_tensors]
         with child.frozen():
             outs = child.tensors(msg, expected)
-            atol, rtol = self._tol(ref_tensors)
-            reason, max_abs, max_rel = compare(outs, ref_tensors, atol, rtol)
+            reason, fraction, max_abs, max_rel = self._compare(outs, bounds)
         del outs
         if record:
             res = self.res
             res.max_abs_err = max(res.max_abs_err or 0.0, max_abs)
-            res.max_rel_err = max(res.max_rel_err or 0.0, max_rel)
+            if max_rel is not None:
+                res.max_rel_err = max(res.max_rel_err or 0.0, max_rel)
+            if fraction is not None:
+                res.error_fraction = max(res.error_fraction or 0.0, fraction)
         if reason:
             raise _Verdict(Status.MISMATCH, f"{what}: {reason}", "judge")
+        return True
+
+    def _compare(self, outs, bounds: list[Bound]):
+        """(reason, error fraction or None, max abs err, max rel err or None)."""
+        opts = self.opts
+        if opts.atol is None and opts.rtol is None:
+            notes = sorted({b.fallback for b in bounds if b.fallback})
+            if notes:
+                self.res.metrics["fixed_tolerance"] = 1.0
+                self.res.log = (self.res.log + "\n" + notes[0])[-8000:]
+            reason, fraction, max_abs = within_bounds(outs, bounds)
+            return reason, fraction, max_abs, None
+        centers = [b.center.to(b.dtype) if b.center.dtype != b.dtype else b.center for b in bounds]
+        tol = tolerance(opts.precision, centers[0].dtype if centers else torch.float32)
+        atol = opts.atol if opts.atol is not None else tol
+        rtol = opts.rtol if opts.rtol is not None else tol
+        self.res.atol, self.res.rtol = atol, rtol
+        reason, max_abs, max_rel = compare(outs, centers, atol, rtol)
+        return reason, None, max_abs, max_rel
 
     def _correctness(self, cand: Child, keep: list[int], refs) -> None:
         cand.send("warmup", n=self.opts.warmup)
@@ -576,6 +620,14 @@ class _Protocol:
             raise _Verdict(
                 Status.REJECTED,
                 f"falls back to PyTorch: aten::{aten[0]} ran inside forward (launch trace)",
+                "runtime",
+            )
+        host = host_reads(trace.get("aten_ops"))
+        if host and not guard.allow_torch_ops:
+            raise _Verdict(
+                Status.REJECTED,
+                f"computes on the host: aten::{host[0]} read tensor values inside forward "
+                "(launch trace)",
                 "runtime",
             )
         ran = own_kernel_ran(

@@ -26,7 +26,9 @@ import triton  # noqa: F401  (preloaded by the fork server so a child starts war
 from fitness import channel
 from fitness.inputs import Round, build_model, make_inputs
 from fitness.isolation import drop_privileges, isolate
+from fitness.precision import Precision
 from fitness.timing import Clock, alias, noop
+from fitness.tolerance import check, reference_bounds
 
 # Alternating rescales of the timing inputs between timed calls (exact powers-of-two ratios).
 # Bound before any candidate is imported: a candidate that patches torch.equal cannot reach it.
@@ -56,6 +58,7 @@ class Job:
     n_timing_sets: int = 2
     file_size_limit: int = 16 << 30
     run_as: str = ""  # a root judge runs candidate code as this user ("" = as the judge)
+    precision: str = "fp32"  # the policy the reference's error bounds follow (fitness.tolerance)
     env_extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -243,6 +246,10 @@ def _reference(sock, job: Job) -> None:
     """Reference outputs for every round and recheck; the candidate never runs here."""
     from torch.utils.flop_counter import FlopCounterMode
 
+    # The reference is computed as written, in fp32: cuDNN's default TF32 convolutions would
+    # make its own error TF32-sized, and with it the allowed error of every candidate.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     mods = {}
     models = {}
     for i, rnd in enumerate(list(job.rounds) + list(job.rechecks)):
@@ -266,9 +273,28 @@ def _reference(sock, job: Job) -> None:
                 + _tensor_bytes(list(model.parameters()) + list(model.buffers())),
             }
         finite = all(bool(torch.isfinite(t).all()) for t in outs if t.is_floating_point())
-        send(sock, "reference", index=i, finite=finite, tensors=outs, **extra)
-        del out, outs
+        bounds = reference_bounds(model, inputs, outs, Precision(job.precision), rnd.seed)
+        tensors = [t for b in bounds for t in ([b.center] if b.exact else [b.center, b.allowed])]
+        layout = [
+            {"dtype": str(b.dtype).removeprefix("torch."), "exact": b.exact, "note": b.fallback}
+            for b in bounds
+        ]
+        trivial = _trivial(inputs, outs, bounds)
+        send(sock, "reference", index=i, finite=finite, layout=layout, trivial=trivial,
+             tensors=tensors, **extra)  # fmt: skip
+        del out, outs, bounds, tensors
     send(sock, "done")
+
+
+def _trivial(inputs, outs, bounds) -> bool:
+    """Whether zeros, or an input as it is, would pass as this round's output: such a round
+    cannot tell a kernel that did nothing from one that did the work (the neutered replay)."""
+    if check([torch.zeros_like(o) for o in outs], bounds).reason == "":
+        return True
+    if len(outs) != 1:
+        return False
+    same = [x for x in inputs if isinstance(x, torch.Tensor) and x.shape == outs[0].shape]
+    return any(check([x.to(outs[0].dtype)], bounds).reason == "" for x in same)
 
 
 def _tensor_bytes(items) -> int:

@@ -86,7 +86,6 @@ def screen(workload: Workload, options: EvalOptions | None = None) -> ScreeningR
         baselines=False,
         check_trace=False,
         guardrails=GuardrailConfig(enabled=False),
-        sandbox_user="",  # the null candidates are ours, and read the workload file themselves
     )
     results = {
         name: evaluate(null_source(workload, name), workload, opts) for name in NULL_CANDIDATES

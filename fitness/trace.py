@@ -28,6 +28,18 @@ ATEN_COMPUTE = frozenset(
 )
 
 
+# aten ops that move tensor values to the host inside forward: element reads (`float(t)`,
+# `.item()`, iterating) and the export that `.numpy()` makes. Host code then computes what the
+# candidate's kernel only copies, which a neutered replay cannot see.
+HOST_READS = frozenset({"item", "_local_scalar_dense", "resolve_conj", "resolve_neg"})
+
+
+def host_reads(aten_ops) -> list[str]:
+    """The ops among a trace's aten op names that read tensor values on the host."""
+    names = aten_ops if isinstance(aten_ops, list) else []
+    return sorted({n.removeprefix("aten::") for n in names if isinstance(n, str)} & HOST_READS)
+
+
 def compute_ops(aten_ops, allow_library_gemm: bool) -> list[str]:
     """The compute ops among a trace's aten op names, in-place (`add_`) and private (`_mm`)
     spellings included; library GEMMs left out where the experiment allows them."""

@@ -30,6 +30,7 @@ from fitness.judge import EvalOptions, evaluate, resolve_device, source_hash, wo
 from fitness.neuter import neuter
 from fitness.precision import parse_precision
 from fitness.results import PROTOCOL_VERSION, EvalResult, Status
+from fitness.tolerance import TOLERANCE
 from fitness.workloads import Workload, resolve_workload
 
 
@@ -370,8 +371,8 @@ class FitnessService:
         o = opts.resolved()
         return digest(
             source_hash(req.source), workload.source, workload.overrides, req.backend, device,
-            versions, o.precision.value, o.atol, o.rtol, o.guardrails.key(), o.samples,
-            o.rounds, o.timing, o.baselines, o.compile_baseline, o.check_trace,
+            versions, o.precision.value, o.atol, o.rtol, TOLERANCE.key(), o.guardrails.key(),
+            o.samples, o.rounds, o.timing, o.baselines, o.compile_baseline, o.check_trace,
             PROTOCOL_VERSION,
         )  # fmt: skip
 

@@ -47,7 +47,7 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        return x * 1e-9
+        return torch.relu(-x.abs())  # zero for every input
 
 
 def get_inputs():
@@ -57,6 +57,14 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
+
+
+def test_a_tiny_output_is_judged_by_its_own_scale(tmp_path):
+    """The error bound follows the computation (fitness.tolerance): an output of about 1e-9
+    is no longer matched by zeros, as it was under a fixed atol of 1e-4."""
+    path = tmp_path / "tiny_output.py"
+    path.write_text(DEGENERATE.replace("torch.relu(-x.abs())  # zero for every input", "x * 1e-9"))
+    assert not screen(load_workload(path), EvalOptions(device="cpu")).degenerate
 
 
 def test_screening_flags_a_degenerate_workload(tmp_path):
