@@ -323,7 +323,7 @@ def _within(o: torch.Tensor, b: Bound, tag: str) -> tuple[str, float, float]:
         fraction = max(fraction, float((err / ac).max()))
     if bad:
         return (
-            f"{tag}: {bad} of {cf.numel()} elements exceed the error bound (worst at "
+            f"{tag}: {bad} of {cf.numel()} elements differ beyond the error bound (worst at "
             f"{fraction:.3g}x the allowed error, max abs err {max_abs:.3g})",
             fraction,
             max_abs,

@@ -93,7 +93,7 @@ def test_mismatch(workload):
     assert "z = x * scale + shift" in src, "seed layout changed; update this test"
     res = run(src.replace("z = x * scale + shift", "z = x * scale * 1.001 + shift"), workload)
     assert res.status is Status.MISMATCH, res.reason
-    assert "exceed the error bound" in res.reason and res.caught_by == "judge"
+    assert "differ beyond the error bound" in res.reason and res.caught_by == "judge"
     assert res.error_fraction > 1
 
 

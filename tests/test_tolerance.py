@@ -91,7 +91,7 @@ def test_a_relaxed_policy_admits_its_precision_and_fp32_does_not(operand, allowe
         _, _, strict = _gemm_round("matmul_bias_relu", seed, "heavy", Precision.FP32)
         out = [kernel(model, inputs)]
         assert check(out, relaxed).reason == ""
-        assert "exceed the error bound" in check(out, strict).reason
+        assert "differ beyond the error bound" in check(out, strict).reason
 
 
 def test_the_fixed_tolerance_refuses_what_the_model_admits():
@@ -126,7 +126,7 @@ def test_reason_names_the_count_and_the_worst_fraction():
     out = [tm.gemm_kernel(tm.GEMMS["matmul"], operand=tm.tf32)(model, inputs)]
     verdict = check(out, bounds)
     assert verdict.reason.startswith("output: ")
-    assert f"of {out[0].numel()} elements exceed the error bound" in verdict.reason
+    assert f"of {out[0].numel()} elements differ beyond the error bound" in verdict.reason
     assert f"worst at {verdict.fraction:.3g}x the allowed error" in verdict.reason
     exact = check([bounds[0].center.clone()], bounds)
     assert exact == ("", 0.0, 0.0)
