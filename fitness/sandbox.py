@@ -376,13 +376,13 @@ class _CandidateState:
         """One correctness round. Its seed arrives only now, so no later round can be foreseen."""
         rnd = dataclasses.replace(self.job.rounds[cmd["index"]], seed=cmd["seed"])
         mod = self.mods[rnd.shape]
-        with harness_ops():
-            inputs = make_inputs(mod, rnd, self.job.device)
+        inputs = make_inputs(mod, rnd, self.job.device)
         out = self._traced_call(self.models[rnd.shape], inputs)
         outs, problem = flatten_outputs(out)
-        with harness_ops():
+        again = make_inputs(mod, rnd, self.job.device)  # drawn as the reference drew them:
+        with harness_ops():  # torch.device(...) is itself a torch function mode
             changed = [
-                k for k, (a, b) in enumerate(zip(inputs, make_inputs(mod, rnd, self.job.device)))
+                k for k, (a, b) in enumerate(zip(inputs, again))
                 if isinstance(a, torch.Tensor) and not _EQUAL(a, b)
             ]  # fmt: skip
         send(
@@ -423,8 +423,8 @@ class _CandidateState:
         i = cmd["i"]
         sets = self.timing_sets
         self.last = None
-        with harness_ops():
-            fresh = make_inputs(self.mods[None], Round(seed=cmd["seed"]), self.job.device)
+        fresh = make_inputs(self.mods[None], Round(seed=cmd["seed"]), self.job.device)
+        with harness_ops():  # drawn outside: torch.device(...) is itself a torch function mode
             for dst, src in zip(self.aliases[i % len(sets)], fresh):
                 if dst is not None:
                     dst.copy_(src)
