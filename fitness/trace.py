@@ -41,21 +41,22 @@ def host_reads(aten_ops) -> list[str]:
 
 
 def compute_ops(aten_ops, allow_library_gemm: bool) -> list[str]:
-    """The compute ops among a trace's aten op names, in-place (`add_`) and private (`_mm`)
-    spellings included; library GEMMs left out where the experiment allows them."""
+    """The compute ops among a trace's aten op names: a name, or any `_`-separated word of it,
+    that names a compute op, so in-place (`add_`), private (`_mm`) and fused spellings
+    (`_addmm_activation`, `cudnn_convolution_relu`) all count; library GEMMs left out where
+    the experiment allows them (a fused GEMM epilogue is not a GEMM)."""
     found = []
     for name in aten_ops if isinstance(aten_ops, list) else []:
         if not isinstance(name, str):
             continue
         stem = name.removeprefix("aten::").split(".")[0]
-        bare = stem.rstrip("_").lstrip("_")
-        hit = (
-            stem in ATEN_COMPUTE
-            or bare in ATEN_COMPUTE
-            or bare.removesuffix("_out") in ATEN_COMPUTE
-        )
-        if hit and not (allow_library_gemm and bare in LIBRARY_GEMMS):
-            found.append(stem)
+        bare = stem.strip("_")
+        words = {w for w in bare.split("_") if w} | {bare, bare.removesuffix("_out")}
+        if not words & ATEN_COMPUTE:
+            continue
+        if allow_library_gemm and bare in LIBRARY_GEMMS:
+            continue
+        found.append(stem)
     return sorted(set(found))
 
 

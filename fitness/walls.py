@@ -23,7 +23,7 @@ def probe(device: str, run_as: str = "nobody") -> list[str]:
 
     tmp = tempfile.mkdtemp(prefix="evo-probe-")
     job = Job("probe", "", {}, [], device, [], [], tmp, run_as=run_as)
-    child = Child(job, 1 << 30)
+    child = Child(job, 16 << 30)  # a CUDA context alone holds about 1 GiB
     try:
         child.recv("probe", 60.0)  # hello
         child.recv("probe", 60.0)  # ready: the change of user is done
