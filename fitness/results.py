@@ -73,7 +73,7 @@ class EvalResult:
     sol_fraction: float | None = None
     audit: bool = False
     max_abs_err: float | None = None
-    max_rel_err: float | None = None
+    max_rel_err: float | None = None  # older verdicts; `error_fraction` replaces it
     # The largest error as a fraction of the allowed bound (fitness.tolerance): <= 1 passes.
     error_fraction: float | None = None
     device: str = ""

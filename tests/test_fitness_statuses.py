@@ -54,6 +54,14 @@ def test_correct_seed(workload):
     assert res.device.startswith("cpu") and res.versions["torch"]
 
 
+def test_an_experiments_own_tolerance_replaces_the_error_model(workload):
+    src = seed_source().replace("z = x * scale + shift", "z = x * scale * 1.001 + shift")
+    loose = run(src, workload, atol=1e-2, rtol=1e-2, timing=False)
+    assert loose.status is Status.CORRECT and loose.atol == loose.rtol == 1e-2, loose.reason
+    strict = run(src, workload, atol=1e-4, rtol=1e-4, timing=False)
+    assert strict.status is Status.MISMATCH and "atol=0.0001" in strict.reason, strict.reason
+
+
 def test_generation_failure_without_model_new(workload):
     res = run(seed_source().replace("class ModelNew", "class Other"), workload)
     assert res.status is Status.GENERATION_FAILURE and "ModelNew" in res.reason
