@@ -45,6 +45,9 @@ SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/op
 PROJECT_PACKAGES = ("fitness", "backends", "experiments")
 SCRATCH_BYTES = 1 << 30  # each private tmpfs (/tmp, /var/tmp, /dev/shm)
 NOFILE = 4096
+# Processes and threads of the sandbox user, counted machine-wide by the kernel once it is
+# that user (root is exempt): a fork bomb stops here. torch starts a few dozen threads.
+NPROC = 8192
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -267,6 +270,7 @@ def no_new_privileges() -> None:
 def limit_resources(file_size: int = 16 << 30) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    cap = NOFILE if hard == resource.RLIM_INFINITY else min(NOFILE, hard)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, cap), cap))
+    for kind, most in ((resource.RLIMIT_NOFILE, NOFILE), (resource.RLIMIT_NPROC, NPROC)):
+        soft, hard = resource.getrlimit(kind)
+        cap = most if hard == resource.RLIM_INFINITY else min(most, hard)
+        resource.setrlimit(kind, (min(soft, cap) if soft != resource.RLIM_INFINITY else cap, cap))

@@ -397,6 +397,8 @@ class _Protocol:
             self._expect(child, "hello", "replay")
             child.send("setup")
             self._expect(child, "ready", "replay")
+            if self.opts.timing:  # as before the candidate's own load: nothing tells them apart
+                self._calibrate(child)
             child.send("load")
             timeout = max(self.opts.timeout, self.opts.build_timeout)
             self._expect(child, "loaded", "replay", timeout=timeout)
