@@ -98,5 +98,8 @@ def _limited(pid: int) -> bool:
     except OSError:
         return False
     rows = {line[:26].strip(): line[26:].split() for line in text.splitlines()[1:]}
-    fsize, core = rows.get("Max file size", ["unlimited"]), rows.get("Max core file size", [""])
-    return bool(fsize) and fsize[0] != "unlimited" and bool(core) and core[0] == "0"
+    capped = all(
+        (rows.get(name) or ["unlimited"])[0] != "unlimited"
+        for name in ("Max file size", "Max processes", "Max open files")
+    )
+    return capped and (rows.get("Max core file size") or [""])[0] == "0"
