@@ -44,6 +44,7 @@ SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/op
 # The project's packages that a child imports (fitness.workloads imports experiments).
 PROJECT_PACKAGES = ("fitness", "backends", "experiments")
 SCRATCH_BYTES = 1 << 30  # each private tmpfs (/tmp, /var/tmp, /dev/shm)
+WORKDIR_BYTES = 4 << 30  # the work folder (Triton's cache, nvcc's temporaries)
 NOFILE = 4096
 # Processes and threads of the sandbox user, counted machine-wide by the kernel once it is
 # that user (root is exempt): a fork bomb stops here. torch starts a few dozen threads.
@@ -189,11 +190,13 @@ def _private_root(job, needs: list[str]) -> None:
         _tmpfs(root, scratch)
     for path in _read_only_paths(needs):
         _bind(path, root, read_only=True)
-    rw = [job.tmpdir] + [
-        p for p in (job.env_extra.get("TORCH_EXTENSIONS_DIR", ""),) if p and os.path.isdir(p)
-    ]
-    for path in rw:  # not recursive: the new root's own mount point stays out of view
-        _bind(path, root, read_only=False, rec=False)
+    ext = job.env_extra.get("TORCH_EXTENSIONS_DIR", "")
+    if ext and os.path.isdir(ext):  # CUDA builds, shared by the build and the run of a source
+        _bind(ext, root, read_only=False, rec=False)
+    if getattr(job, "private_workdir", True):
+        _scratch_workdir(job.tmpdir, root)
+    else:  # not recursive: the new root's own mount point stays out of view
+        _bind(job.tmpdir, root, read_only=False, rec=False)
     _dev(root)
     (root / "proc").mkdir(exist_ok=True)
     _mount("proc", str(root / "proc"), "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
@@ -246,6 +249,18 @@ def _bind(path: str, root: Path, read_only: bool, rec: bool = True) -> None:
     if read_only:
         flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID
         _mount(None, str(target), None, flags)
+
+
+def _scratch_workdir(tmpdir: str, root: Path) -> None:
+    """The work folder as a tmpfs of its own (WORKDIR_BYTES), holding copies of the files the
+    judge put there: whatever the child writes goes with it, and cannot fill the disk."""
+    target = Path(str(root) + tmpdir)
+    target.mkdir(parents=True, exist_ok=True)
+    _mount("tmpfs", str(target), "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=0700,size={WORKDIR_BYTES}")
+    for entry in os.scandir(tmpdir):
+        if entry.is_file(follow_symlinks=False):
+            with open(entry.path, "rb") as src, open(target / entry.name, "wb") as dst:
+                dst.write(src.read())
 
 
 def _tmpfs(root: Path, path: str) -> None:

@@ -11,6 +11,7 @@ clears a candidate alone.
 from __future__ import annotations
 
 import ast
+import math
 import random
 import re
 import secrets
@@ -48,6 +49,8 @@ from fitness.trace import compute_ops, host_reads, own_kernel_ran, own_launches
 from fitness.workloads import Workload
 
 DISTRIBUTIONS = ("workload", "normal", "workload", "heavy", "workload")
+# A phase (all its messages together) may take this many times the per-message timeout.
+PHASE_BUDGET = 2.0
 # GPU cycles of the calibration's device waits: about 1 and 4 ms on an H100 (1.98 GHz).
 CALIBRATION_SPINS = (2_000_000, 8_000_000)
 
@@ -252,6 +255,7 @@ class _Protocol:
 
     def __init__(self, source: str, workload: Workload, opts: EvalOptions, res: EvalResult):
         self.source, self.workload, self.opts, self.res = source, workload, opts, res
+        self.phase, self.phase_start, self.deadline = "", time.monotonic(), math.inf
         # Secret by default: the candidate cannot predict its inputs. A fixed seed is for tests.
         rng = secrets.SystemRandom() if opts.seed is None else random.Random(opts.seed)
         seed = lambda: rng.randrange(1, 2**31)  # noqa: E731
@@ -336,7 +340,7 @@ class _Protocol:
             self._walls(cand)
             keep = [i for i, r in enumerate(self.rounds) if refs[i][0] or r.dist == "workload"]
             calib = self._calibrate(cand) if opts.timing else None
-            self._phase("load (build or import the candidate)")
+            self._phase("load (build or import the candidate)", budget=self._load_budget())
             cand.send("load")
             self._expect(cand, "loaded", "load", timeout=max(opts.timeout, opts.build_timeout))
             self._phase(f"correctness: {len(keep)} rounds")
@@ -349,7 +353,8 @@ class _Protocol:
             self._check_trace(self._expect(cand, "trace", "trace").fields)
             cand.kill()
             if self.neutered:
-                self._phase("replay with the candidate's own kernels neutered")
+                budget = self._load_budget() + PHASE_BUDGET * opts.timeout
+                self._phase("replay with the candidate's own kernels neutered", budget)
                 self._replay(children, keep, refs)
             if ticks is not None:
                 self._record_time(ticks, calib)
@@ -371,6 +376,9 @@ class _Protocol:
             attach_baselines(res, self.workload, opts)
             eager = res.speedup_vs_eager
             res.audit = res.comparable and eager is not None and eager > opts.audit_bound
+
+    def _load_budget(self) -> float:
+        return max(self.opts.timeout, self.opts.build_timeout) + self.opts.timeout
 
     def _start(self, children: list[Child], role: str, tmp: Path, name="candidate.py") -> Child:
         child = Child(self._job(role, tmp, name), int(self.opts.memory_limit_gb * 2**30))
@@ -437,12 +445,33 @@ class _Protocol:
             matched.append(what)
 
     # -- phases
-    def _phase(self, name: str) -> None:
+    def _phase(self, name: str, budget: float | None = None) -> None:
+        """A new phase, with a budget for all of it (by default PHASE_BUDGET x the timeout):
+        a child that answers each message just in time cannot stall the judge for long."""
+        self.phase, self.phase_start = name, time.monotonic()
+        self.deadline = self.phase_start + (budget or PHASE_BUDGET * self.opts.timeout)
         if self.opts.progress is not None:
             self.opts.progress(name)
 
     def _expect(self, child: Child, kind: str, phase: str, timeout: float | None = None) -> Message:
-        msg = child.recv(phase, timeout or self.opts.timeout)
+        left = self.deadline - time.monotonic()
+        wait = min(timeout or self.opts.timeout, max(left, 0.0))
+        try:
+            msg = child.recv(phase, wait)
+        except ChildFailed as e:
+            if e.kind == "timeout" and wait < (timeout or self.opts.timeout):
+                raise ChildFailed(
+                    "timeout",
+                    f"the phase '{self.phase}' ran out of its {self._budget():g} s "
+                    f"(waiting in {phase})",
+                ) from None
+            raise
+        return self._expected(msg, kind, phase)
+
+    def _budget(self) -> float:
+        return round(self.deadline - self.phase_start, 1)
+
+    def _expected(self, msg: Message, kind: str, phase: str) -> Message:
         if msg.kind != kind or kind not in ("output", "reference"):
             msg.close()  # descriptors only outputs carry: any other is closed at once
         if msg.kind == kind:

@@ -351,7 +351,11 @@ def _walls(job: dict, tmp: Path) -> None:
     from fitness.containment import contain
 
     needs = [p for p in (job.get("workload_path"), job.get("candidate_path")) if p]
-    contain(SimpleNamespace(tmpdir=str(tmp), env_extra={"TORCH_EXTENSIONS_DIR": _ext(job)}), needs)
+    # The profile's folder stays the host's: the child writes its results there.
+    walls = SimpleNamespace(
+        tmpdir=str(tmp), env_extra={"TORCH_EXTENSIONS_DIR": _ext(job)}, private_workdir=False
+    )
+    contain(walls, needs)
     os.chdir(tmp)
 
 

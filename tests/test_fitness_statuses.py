@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fitness.guardrails import GuardrailConfig
 from fitness.judge import EvalOptions, evaluate, workload_for_device
 from fitness.results import JSON_FIELDS, PROTOCOL_VERSION, Status
 from fitness.workloads import resolve_workload
@@ -94,6 +95,15 @@ def test_timeout(workload):
     res = run(with_forward_prefix("while x.numel() > 0:\n            pass"), workload, timeout=8.0)
     assert res.status is Status.TIMEOUT, res.reason
     assert "8 s" in res.reason
+
+
+def test_answering_each_message_just_in_time_is_a_timeout_of_the_phase(workload):
+    """Every call sleeps just under the per-message timeout: the phase's own budget (twice
+    the timeout for all its messages) ends it, and the reason names the phase."""
+    slow = with_forward_prefix("import time\n        time.sleep(2.5)")
+    res = run(slow, workload, timeout=3.0, guardrails=GuardrailConfig(enabled=False))
+    assert res.status is Status.TIMEOUT, res.reason
+    assert "phase 'correctness" in res.reason and "ran out of its 6 s" in res.reason
 
 
 def test_mismatch(workload):
