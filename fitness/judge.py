@@ -25,8 +25,7 @@ from pathlib import Path
 
 import torch
 
-from fitness import channel, containment
-from fitness.channel import DTYPES
+from fitness import containment
 from fitness.guardrails import GuardrailConfig, check, defines_model_new, strip_comments
 from fitness.inputs import Round
 from fitness.lockstep import (
@@ -38,12 +37,14 @@ from fitness.lockstep import (
     tail_excess_ms,
 )
 from fitness.neuter import neuter
+from fitness.outputs import Verdict, bounds_from_message, compare, meta_problem
 from fitness.precision import Precision, tolerance
 from fitness.processes import Child, ChildFailed, Message
+from fitness.replay import replay
 from fitness.results import EvalResult, Status
 from fitness.roofline import sol_ms
 from fitness.sandbox import Job
-from fitness.tolerance import Bound, fixed_bound
+from fitness.tolerance import Bound
 from fitness.tolerance import check as within_bounds
 from fitness.trace import compute_ops, host_reads, own_kernel_ran, own_launches
 from fitness.workloads import Workload
@@ -161,57 +162,6 @@ def kernel_names(source: str, backend: str) -> set[str]:
     return names
 
 
-def compare(outs, refs, atol: float, rtol: float) -> tuple[str, float, float]:
-    """The fixed rule |out - ref| <= atol + rtol * |ref| elementwise, NaN/Inf only where the
-    reference has the same: ('' or a one-line reason, max abs err, worst error as a fraction
-    of the rule's bound). For experiments that set their own atol and rtol."""
-    bounds = [fixed_bound(r, atol, rtol) for r in refs]
-    reason, fraction, max_abs = within_bounds(outs, bounds)
-    if reason:
-        reason += f" (atol={atol:g} rtol={rtol:g})"
-    return reason, max_abs, fraction
-
-
-def _meta_problem(metas: list, expected: list) -> str:
-    """What is wrong with the outputs a child claims, against the (dtype, shape) expected
-    ('' if nothing): their number, shapes and dtypes."""
-    if len(metas) != len(expected):
-        return f"returned {len(metas)} output tensors, expected {len(expected)}"
-    for k, (meta, (want_dtype, want_shape)) in enumerate(zip(metas, expected)):
-        tag = f"output {k}" if len(expected) > 1 else "output"
-        dtype, shape = channel.meta_of(meta)
-        if shape is None or tuple(shape) != tuple(want_shape):
-            got = "?" if shape is None else tuple(shape)
-            return f"{tag} has shape {got}, expected {tuple(want_shape)}"
-        if dtype != want_dtype:
-            return f"{tag} has dtype {dtype}, expected {want_dtype}"
-    return ""
-
-
-def _bounds(fields: dict, tensors: list) -> list[Bound]:
-    """The reference child's bounds (fitness.tolerance), rebuilt from its message: a center,
-    and an allowed error unless the output is compared exactly."""
-    out, it = [], iter(tensors)
-    for item in fields["layout"]:
-        center = next(it)
-        allowed = None if item["exact"] else next(it)
-        dtype = DTYPES[item["dtype"]]
-        out.append(Bound(center, dtype, allowed, fallback=item.get("note", "")))
-    return out
-
-
-def neutered_hash(protocol) -> str:
-    return source_hash(protocol.neutered or "")
-
-
-class _Verdict(Exception):
-    """Raised inside the protocol to end it with a verdict."""
-
-    def __init__(self, status: Status, reason: str, caught_by: str = "", log: str = ""):
-        super().__init__(reason)
-        self.status, self.reason, self.caught_by, self.log = status, reason, caught_by, log
-
-
 def evaluate(source: str, workload: Workload, options: EvalOptions | None = None) -> EvalResult:
     """The full verdict for one candidate's source on one workload (baselines included)."""
     opts = (options or EvalOptions()).resolved()
@@ -230,16 +180,16 @@ def evaluate(source: str, workload: Workload, options: EvalOptions | None = None
             ast.parse(source)
         except SyntaxError as e:
             reason = f"syntax error at line {e.lineno}: {e.msg}"
-            raise _Verdict(Status.COMPILE_ERROR, reason, "static") from None
+            raise Verdict(Status.COMPILE_ERROR, reason, "static") from None
         if not defines_model_new(source):
-            raise _Verdict(
+            raise Verdict(
                 Status.GENERATION_FAILURE, "the candidate defines no class ModelNew", "static"
             )
         verdict = check(source, opts.backend, opts.precision, opts.guardrails)
         if not verdict.ok:
-            raise _Verdict(Status.REJECTED, f"guardrail: {verdict.reason}", "static")
+            raise Verdict(Status.REJECTED, f"guardrail: {verdict.reason}", "static")
         _Protocol(source, workload, opts, res).run()
-    except _Verdict as v:
+    except Verdict as v:
         res.status, res.reason, res.caught_by, res.log = v.status, v.reason, v.caught_by, v.log
     if res.status is Status.CORRECT:
         n = int(res.metrics.get("rounds", 0))
@@ -298,7 +248,9 @@ class _Protocol:
         if self.opts.extension_dir and self.opts.backend == "cuda":
             # Each source builds in its own folder: the neutered replay never overwrites the
             # candidate's build (fitness.worker prebuilds both).
-            own = self.res.source_hash if candidate == "candidate.py" else neutered_hash(self)
+            own = (
+                self.res.source_hash if candidate == "candidate.py" else source_hash(self.neutered)
+            )
             env["TORCH_EXTENSIONS_DIR"] = str(Path(self.opts.extension_dir) / own)
             if self.opts.device == "cuda":  # the flags of the prebuild, or ninja rebuilds it all
                 from fitness.compile import device_arch
@@ -360,9 +312,9 @@ class _Protocol:
                 self._record_time(ticks, calib)
         except ChildFailed as e:
             status = Status.TIMEOUT if e.kind == "timeout" else Status.RUNTIME_ERROR
-            raise _Verdict(status, e.reason, "runtime") from None
+            raise Verdict(status, e.reason, "runtime") from None
         except TimingRefused as e:
-            raise _Verdict(Status.REJECTED, str(e), "judge") from None
+            raise Verdict(Status.REJECTED, str(e), "judge") from None
         finally:
             for c in children:
                 c.kill()
@@ -392,59 +344,16 @@ class _Protocol:
         containment.require(self.res.isolation, "candidate's process")
 
     def _replay(self, children: list[Child], keep: list[int], refs) -> None:
-        """The candidate with its own kernels neutered, in a fresh process and folder, through
-        the same calls as the candidate's own run (warm-up, the correctness rounds, the timed
-        calls), so no call can tell the two runs apart. An output that still matches the
-        reference where doing nothing would not (the round is not `trivial`) was computed by
-        something other than those kernels: the run is refused as a fallback."""
-        tmp = Path(tempfile.mkdtemp(prefix="evo-replay-"))
-        matched: list[str] = []
-        try:
-            (tmp / "neutered.py").write_text(self.neutered)
-            child = self._start(children, "candidate", tmp, "neutered.py")
-            self._expect(child, "hello", "replay")
-            child.send("setup")
-            self._expect(child, "ready", "replay")
-            if self.opts.timing:  # as before the candidate's own load: nothing tells them apart
-                self._calibrate(child)
-            child.send("load")
-            timeout = max(self.opts.timeout, self.opts.build_timeout)
-            self._expect(child, "loaded", "replay", timeout=timeout)
-            child.send("warmup", n=self.opts.warmup)
-            self._expect(child, "warmed", "replay")
-            for i in keep:
-                child.send("round", index=i, seed=self.rounds[i].seed)
-                msg = self._expect(child, "output", "replay")
-                self._replayed(child, msg, refs[i], f"round {i + 1}", matched)
-            if self.opts.timing:
-                at = {it: k for k, it in enumerate(self.recheck_at)}
-                ticks = run_ticks(child, self.tick_seeds, self._expect, fetch=at)
-                for k, msg in enumerate(ticks.rechecks):
-                    ref = refs[len(self.rounds) + k]
-                    self._replayed(child, msg, ref, f"timed call {self.recheck_at[k] + 1}", matched)
-        except (_Verdict, ChildFailed, TimingRefused):
-            pass  # it failed without its kernels: what it matched so far still counts
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        matched = replay(self, children, keep, refs)
         self.res.metrics["replay_matched"] = float(len(matched))
         if matched:
-            raise _Verdict(
+            raise Verdict(
                 Status.REJECTED,
                 "falls back: with its own kernels neutered, a replay in a fresh process still "
                 f"matches the reference ({', '.join(matched[:3])}): the work is done elsewhere",
                 "judge",
             )
 
-    def _replayed(self, child: Child, msg: Message, ref, what: str, matched: list) -> None:
-        _, bounds, trivial = ref
-        try:
-            self._check_output(child, msg, bounds, what, record=False)
-        except _Verdict:
-            return
-        if not trivial:
-            matched.append(what)
-
-    # -- phases
     def _phase(self, name: str, budget: float | None = None) -> None:
         """A new phase, with a budget for all of it (by default PHASE_BUDGET x the timeout):
         a child that answers each message just in time cannot stall the judge for long."""
@@ -485,8 +394,8 @@ class _Protocol:
             if "out of memory" in err.lower():
                 err = f"out of memory: {err}"
             log = str(msg.fields.get("log", ""))[-8000:]
-            raise _Verdict(status, f"{at}: {err}", "runtime", log)
-        raise _Verdict(
+            raise Verdict(status, f"{at}: {err}", "runtime", log)
+        raise Verdict(
             Status.RUNTIME_ERROR, f"unexpected message {msg.kind!r} in phase {phase}", "judge"
         )
 
@@ -498,14 +407,20 @@ class _Protocol:
             try:
                 msg = self._expect(ref, "reference", "reference")
                 tensors = ref.tensors(msg)
-            except (_Verdict, ChildFailed) as v:
-                raise _Verdict(
+            except (Verdict, ChildFailed) as v:
+                raise Verdict(
                     Status.RUNTIME_ERROR,
                     f"the reference Model failed: {v.reason}",
                     "reference",
                     getattr(v, "log", ""),
                 ) from None
-            refs.append((msg.fields["finite"], _bounds(msg.fields, tensors), msg.fields["trivial"]))
+            refs.append(
+                (
+                    msg.fields["finite"],
+                    bounds_from_message(msg.fields, tensors),
+                    msg.fields["trivial"],
+                )
+            )
             if "flops" in msg.fields:
                 info = {"flops": msg.fields["flops"], "min_bytes": msg.fields["min_bytes"]}
         return refs, info
@@ -535,12 +450,12 @@ class _Protocol:
         problem = msg.fields.get("problem")
         if problem:
             msg.close()
-            raise _Verdict(Status.MISMATCH, f"{what}: {str(problem)[:300]}", "judge")
+            raise Verdict(Status.MISMATCH, f"{what}: {str(problem)[:300]}", "judge")
         expected = [(b.dtype, list(b.center.shape)) for b in bounds]
-        wrong = _meta_problem(msg.metas, expected)
+        wrong = meta_problem(msg.metas, expected)
         if wrong:
             msg.close()
-            raise _Verdict(Status.MISMATCH, f"{what}: {wrong}", "judge")
+            raise Verdict(Status.MISMATCH, f"{what}: {wrong}", "judge")
         with child.frozen():
             outs = child.tensors(msg, expected)
             reason, fraction, max_abs = self._compare(outs, bounds)
@@ -550,7 +465,7 @@ class _Protocol:
             res.max_abs_err = max(res.max_abs_err or 0.0, max_abs)
             res.error_fraction = max(res.error_fraction or 0.0, fraction)
         if reason:
-            raise _Verdict(Status.MISMATCH, f"{what}: {reason}", "judge")
+            raise Verdict(Status.MISMATCH, f"{what}: {reason}", "judge")
         return True
 
     def _compare(self, outs, bounds: list[Bound]) -> tuple[str, float, float]:
@@ -579,7 +494,7 @@ class _Protocol:
             cand.send("round", index=i, seed=self.rounds[i].seed)
             msg = self._expect(cand, "output", "correct")
             if msg.fields.get("index") != i:
-                raise _Verdict(
+                raise Verdict(
                     Status.RUNTIME_ERROR, "the candidate's outputs arrived out of order", "judge"
                 )
             rnd = self.rounds[i]
@@ -588,7 +503,7 @@ class _Protocol:
             changed = msg.fields.get("inputs_changed")
             self._check_output(cand, msg, refs[i][1], what)
             if changed:
-                raise _Verdict(Status.MISMATCH, f"{what}: the call modified its inputs", "runtime")
+                raise Verdict(Status.MISMATCH, f"{what}: the call modified its inputs", "runtime")
 
     def _check_trace(self, trace: dict) -> None:
         names = kernel_names(self.source, self.opts.backend)
@@ -601,14 +516,14 @@ class _Protocol:
         guard = self.opts.guardrails
         aten = compute_ops(trace.get("aten_ops"), guard.allow_library_gemm)
         if aten and not guard.allow_torch_ops:
-            raise _Verdict(
+            raise Verdict(
                 Status.REJECTED,
                 f"falls back to PyTorch: aten::{aten[0]} ran inside forward (launch trace)",
                 "runtime",
             )
         host = host_reads(trace.get("aten_ops"))
         if host and not guard.allow_torch_ops:
-            raise _Verdict(
+            raise Verdict(
                 Status.REJECTED,
                 f"computes on the host: aten::{host[0]} read tensor values inside forward "
                 "(launch trace)",
@@ -618,7 +533,7 @@ class _Protocol:
             trace, names, own, self.opts.device, self.opts.backend, guard.allow_library_gemm
         )
         if not ran:
-            raise _Verdict(
+            raise Verdict(
                 Status.REJECTED, "no kernel of the candidate's own ran (launch trace)", "runtime"
             )
 
@@ -684,7 +599,7 @@ class _Protocol:
         res.sol_ms = floor
         res.sol_fraction = floor / res.runtime_ms
         if res.runtime_ms < floor:
-            raise _Verdict(
+            raise Verdict(
                 Status.REJECTED,
                 f"implausible: {res.runtime_ms:.4g} ms is below the speed-of-light floor "
                 f"{floor:.4g} ms",
