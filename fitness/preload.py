@@ -21,11 +21,19 @@ def _warm() -> None:
     if os.environ.get("TRITON_INTERPRET") == "1":  # a CPU-only fork server
         from torch.profiler import ProfilerActivity, profile
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
-                torch.mm(a, a)
-            prof.events()
+        saved = os.dup(2)  # the profiler's start and stop print USDT lines to stderr
+        quiet = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(quiet, 2)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with profile(activities=[ProfilerActivity.CPU]) as prof:
+                    torch.mm(a, a)
+                prof.events()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(quiet)
 
 
 # The server's stdout is the caller's (evo eval --json): nothing of ours may print there.

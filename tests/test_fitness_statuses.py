@@ -1,6 +1,7 @@
 """Every status of DESIGN.md is reachable on the CPU, each with a one-line reason."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -142,7 +143,9 @@ def test_cli_shows_progress_and_a_summary(tmp_path):
     assert out.returncode == 0, out.stderr
     for phase in ("reference and inputs", "correctness: ", "timing: ", "baselines"):
         assert phase in out.stderr, out.stderr
+    assert "USDT" not in out.stderr  # the profiler's own start and stop lines
     assert "status     correct" in out.stdout and "comparable=False" in out.stdout
+    assert "isolation  mount, pid, net" in out.stdout or os.geteuid() != 0
 
 
 @pytest.mark.parametrize(
