@@ -49,7 +49,9 @@ def _parser() -> argparse.ArgumentParser:
             nargs="?" if name == "run" else None,
             help="experiment YAML (default: experiments/quickstart.yaml)",
         )
-        r.add_argument("--run-dir", help="local path or URI (default: runs/<date>-<name>/)")
+        r.add_argument(
+            "--run-dir", help="local path or URI (default: runs/<date>_<time>-<name>/, unique)"
+        )
         r.add_argument("--from", dest="from_run", help="seed the islands from this run's best")
         r.add_argument("--max-evals", type=int, help="evaluation budget of the whole run")
         r.add_argument(
@@ -219,7 +221,7 @@ def _run(args) -> int:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     from evo import engine
-    from evo.config import default_run_dir, load_config
+    from evo.config import load_config, reserve_run_dir
 
     if args.command == "resume":
         res = engine.resume(args.run_dir, args.max_evals, args.quiet)
@@ -246,7 +248,7 @@ def _run(args) -> int:
         else:
             names = ", ".join(m.spec for m in cfg.llm.registry())
             print(f"evo: the LLM operators call {names}", file=sys.stderr)
-        run_dir = cfg.run_dir or default_run_dir(cfg)
+        run_dir = cfg.run_dir or reserve_run_dir(cfg)
         res = engine.run_config(cfg, run_dir, args.from_run, args.quiet)
     print(json.dumps(res, default=str))
     return 0

@@ -13,7 +13,7 @@ import math
 import re
 import types
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
@@ -476,7 +476,7 @@ SEED_KERNELS = ("builtin", "inductor")
 class RunConfig(_Checked):
     """One experiment: workloads × backends, each pair evolved on `population.islands` islands.
 
-    `run_dir` None is runs/<date>-<name>; `address` None starts an embedded local Ray.
+    `run_dir` None is runs/<date>_<time>-<name>; `address` None starts an embedded local Ray.
     """
 
     name: str = "quickstart"
@@ -751,6 +751,24 @@ def dump_config(cfg: RunConfig, path: str | Path) -> None:
     Path(path).write_text(config_yaml(cfg))
 
 
-def default_run_dir(cfg: RunConfig, today: date | None = None) -> str:
-    """runs/<YYYY-MM-DD>-<name>, relative to where the run starts."""
-    return f"runs/{(today or date.today()).isoformat()}-{cfg.name}"
+def default_run_dir(cfg: RunConfig, now: datetime | None = None) -> str:
+    """runs/<YYYY-MM-DD_HHMMSS>-<name>, relative to where the run starts (see
+    `reserve_run_dir` for the suffix when two runs start in the same second)."""
+    return f"runs/{(now or datetime.now()).strftime('%Y-%m-%d_%H%M%S')}-{cfg.name}"
+
+
+def reserve_run_dir(cfg: RunConfig, now: datetime | None = None) -> str:
+    """A default run directory that no other run holds: created here, atomically, with `-2`,
+    `-3`, ... after the name when another run took it in the same second."""
+    import os
+
+    base = default_run_dir(cfg, now)
+    os.makedirs(os.path.dirname(base), exist_ok=True)
+    for k in range(1, 1000):
+        path = base if k == 1 else f"{base}-{k}"
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            continue
+    raise EvoError(f"{base}: a thousand runs started in the same second; pass --run-dir")

@@ -1,7 +1,7 @@
 """Experiment configs: the shipped files load, every mistake names its key, round trips hold."""
 
 import dataclasses
-from datetime import date
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from evo.config import (
     dump_config,
     load_config,
     load_config_dict,
+    reserve_run_dir,
 )
 from fitness.errors import EvoError
 
@@ -358,10 +359,18 @@ def test_exponent_floats_read_as_numbers(tmp_path):
     assert load_config(path).fitness.timeout == 1000.0
 
 
-def test_default_run_dir_is_dated_under_runs():
+def test_default_run_dir_is_dated_and_timed_under_runs():
     cfg = load_config_dict(with_(name="sweep-1"))
-    assert default_run_dir(cfg, date(2025, 3, 7)) == "runs/2025-03-07-sweep-1"
-    assert default_run_dir(cfg) == f"runs/{date.today().isoformat()}-sweep-1"
+    assert default_run_dir(cfg, datetime(2025, 3, 7, 9, 5, 2)) == "runs/2025-03-07_090502-sweep-1"
+
+
+def test_two_runs_started_in_the_same_second_get_their_own_directories(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config_dict(with_(name="sweep-1"))
+    now = datetime(2025, 3, 7, 9, 5, 2)
+    first, second = reserve_run_dir(cfg, now), reserve_run_dir(cfg, now)
+    assert first == "runs/2025-03-07_090502-sweep-1" and second == first + "-2"
+    assert (tmp_path / first).is_dir() and (tmp_path / second).is_dir()
 
 
 # --- seed kernels and guardrails (compiler seeds) -------------------------------------------
