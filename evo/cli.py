@@ -70,6 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("--max-evals", type=int, help="a new evaluation budget for the whole run")
     rs.add_argument("--quiet", action="store_true")
 
+    rb = sub.add_parser("best", help="write each workload's best kernel and its verdict")
+    rb.add_argument("run_dir", metavar="RUN_DIR", help="a run directory or URI")
+    rb.add_argument("--out", help="folder for the files (default: RUN_DIR/best/)")
+
     rp = sub.add_parser("report", help="write an HTML report of one or more runs")
     rp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories or URIs")
     rp.add_argument("--out", default="report.html", help="HTML file (default: report.html)")
@@ -87,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
         if args.command == "report":
             return _report(args)
+        if args.command == "best":
+            return _best(args)
     except EvoError as e:
         print(f"evo: error: {e}", file=sys.stderr)
         return 2
@@ -199,8 +205,22 @@ def _workloads(args) -> int:
     return 0
 
 
+def _best(args) -> int:
+    """`evo best`: each workload's best kernel, from the lineage (Parquet only)."""
+    from analysis.best import write_best
+    from analysis.load import AnalysisError
+
+    try:
+        written = write_best(args.run_dir, args.out)
+    except AnalysisError as e:
+        raise EvoError(str(e)) from None
+    for path in written:
+        print(path)
+    return 0
+
+
 def _report(args) -> int:
-    """`evo report`: the only place the engine's CLI imports `analysis` (Parquet only)."""
+    """`evo report` and `evo best`: the only places the engine's CLI imports `analysis`."""
     from analysis.load import AnalysisError
     from analysis.report import write_report
 
