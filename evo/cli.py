@@ -271,7 +271,8 @@ def _run(args) -> int:
         run_dir = cfg.run_dir or reserve_run_dir(cfg)
         res = engine.run_config(cfg, run_dir, args.from_run, args.quiet)
     print(json.dumps(res, default=str))
-    return 0
+    # A script must tell a run stopped by Ctrl-C or SIGTERM from one that finished.
+    return 130 if res.get("stop") == "signal" else 0
 
 
 if __name__ == "__main__":

@@ -683,6 +683,8 @@ def run_config(cfg: RunConfig, run_dir: str, from_run: str | None = None, quiet:
 
 def resume(run_dir: str, max_evals: int | None = None, quiet: bool = False) -> dict:
     rd = RunDir(run_dir)
+    if not rd.exists():
+        raise EvoError(f"run directory {run_dir} does not exist")
     if not rd.exists("config.yaml"):
         raise EvoError(f"{run_dir}: no config.yaml; is this a run directory?")
     over = {"run_dir": run_dir}

@@ -214,6 +214,31 @@ def _table(rd: str):
     return t[KEY + ["parents"]].sort_values("candidate_id").reset_index(drop=True)
 
 
+@pytest.mark.timeout(300)
+def test_a_run_stopped_by_a_signal_exits_130_and_a_missing_run_is_named(tmp_path):
+    """Exit codes a script can read: 130 for a run Ctrl-C (or SIGTERM) stopped, with its
+    stop reason in the closing JSON; 2 for `evo resume` of a directory that does not exist."""
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(config(tmp_path, **{"budgets.max_evals": 200})))
+    run = _cli(["run", str(path), "--run-dir", str(tmp_path / "run"), "--quiet"])
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.2)
+        try:
+            if len(read_frame(str(tmp_path / "run"), "candidates", columns=["candidate_id"])):
+                break
+        except Exception:  # noqa: BLE001 - nothing written yet
+            pass
+    assert run.poll() is None, "the run ended before it could be stopped"
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 130, err
+    assert json.loads(out.strip().splitlines()[-1])["stop"] == "signal"
+    missing = _cli(["resume", str(tmp_path / "nowhere")])
+    _, err = missing.communicate(timeout=120)
+    assert missing.returncode == 2 and "does not exist" in err, err
+
+
 @pytest.mark.timeout(600)
 def test_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path):
     """Deterministic mode: kill the driver mid-run, resume it, and the candidate table equals
