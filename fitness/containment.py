@@ -4,8 +4,8 @@ A freshly forked child calls `contain(job)` before anything else runs in it. Whe
 allows (a root judge on Linux), the child gets new mount, PID, network, IPC and UTS
 namespaces; a root filesystem of its own, made of read-only binds of exactly what it must
 import (the system's directories, Python and its packages, the judge's own package, the
-workload file) plus its read-write work folder; fresh tmpfs at /tmp, /var/tmp and /dev/shm,
-gone with it; and it becomes the first process of its PID namespace, so that when it goes,
+workload file); a work folder and /tmp, /var/tmp and /dev/shm that are tmpfs of their own,
+gone with it; and it runs under the first process of its PID namespace, so that when it goes,
 the kernel kills every process it started, double forks included. The judge's files, the run
 directory, other candidates and the network are simply not there.
 
@@ -13,8 +13,8 @@ Binding each path at its own name also serves a judge whose checkout and venv li
 directory only root may enter (`chmod 700`): in the new root that directory is a plain
 folder holding only the binds, so an unprivileged candidate can import from it.
 
-What was put in force is returned as the names of its layers (`EvalResult.isolation`); a
-layer the OS refused is left out, and with EVO_REQUIRE_SANDBOX=1 the judge refuses to run
+The judge reads which layers are in force from /proc (fitness.walls, `EvalResult.isolation`);
+a layer the OS refused is left out, and with EVO_REQUIRE_SANDBOX=1 the judge refuses to run
 without every one of them (`require`).
 """
 
@@ -97,30 +97,30 @@ def die_with_parent(parent: int | None = None) -> None:
     """SIGKILL this process when its parent goes (a change of user clears the setting).
     `parent` is the pid the parent must have; by default any but 1 (init adopted us)."""
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent if parent is not None else os.getppid() == 1:
-        os._exit(1)  # the parent is already gone
+    gone = os.getppid() == 1 if parent is None else os.getppid() != parent
+    if gone:  # the parent went before the setting took
+        os._exit(1)
 
 
-def contain(job, needs: list[str]) -> list[str]:
-    """Put the walls up around this (freshly forked) process; the layers in force.
+def contain(job, needs: list[str]) -> bool:
+    """Put the walls up around this (freshly forked) process; whether the namespaces went up
+    (the judge reads what is in force from /proc, fitness.walls).
 
     `needs` are the paths the child must read (besides the system's and Python's own); the
-    job's `tmpdir` and, for CUDA, its extension folder are bound read-write. May fork: the
-    caller continues in the first process of a new PID namespace, whose parent only waits."""
-    layers: list[str] = []
+    job's work folder becomes a tmpfs holding copies of its files (or, with `private_workdir`
+    False, is bound read-write) and a CUDA extension folder is bound read-write. Forks: the
+    caller continues as the job, under the first process of a new PID namespace."""
     if os.geteuid() != 0 or not sys.platform.startswith("linux"):
-        return layers
+        return False
     flags = _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS
     if _libc.unshare(ctypes.c_int(flags)) != 0:
-        return layers
+        return False
     _become_init()
-    layers += ["pid", "net", "ipc"]
     try:
         _private_root(job, needs)
-        layers += ["mount", "tmpfs"]
     except OSError as e:
         print(f"evo sandbox: no private root: {e}", file=sys.stderr)
-    return layers
+    return True
 
 
 def _become_init() -> None:
@@ -130,11 +130,10 @@ def _become_init() -> None:
     when it goes. Each waiting parent ends as its child did, so the judge's view of the
     process (exit code, fatal signal, death) stays the same."""
     r, w = os.pipe()
-    outside = os.getpid()
     pid = os.fork()
     if pid == 0:  # the namespace's first process; its parent is outside (pid 0 from here)
         os.close(r)
-        die_with_parent(parent=0 if os.getpid() == 1 else outside)
+        die_with_parent(parent=0)
         job_pid = os.fork()
         if job_pid == 0:
             os.close(w)
@@ -254,19 +253,19 @@ def _bind(path: str, root: Path, read_only: bool, rec: bool = True) -> None:
 def _scratch_workdir(tmpdir: str, root: Path) -> None:
     """The work folder as a tmpfs of its own (WORKDIR_BYTES), holding copies of the files the
     judge put there: whatever the child writes goes with it, and cannot fill the disk."""
-    target = Path(str(root) + tmpdir)
-    target.mkdir(parents=True, exist_ok=True)
-    _mount("tmpfs", str(target), "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=0700,size={WORKDIR_BYTES}")
+    target = _tmpfs(root, tmpdir, mode="0700", size=WORKDIR_BYTES)
     for entry in os.scandir(tmpdir):
         if entry.is_file(follow_symlinks=False):
             with open(entry.path, "rb") as src, open(target / entry.name, "wb") as dst:
                 dst.write(src.read())
 
 
-def _tmpfs(root: Path, path: str) -> None:
+def _tmpfs(root: Path, path: str, mode: str = "1777", size: int = SCRATCH_BYTES) -> Path:
+    """A fresh tmpfs at `path` in the new root (its mount point made as needed)."""
     target = Path(str(root) + path)
     target.mkdir(parents=True, exist_ok=True)
-    _mount("tmpfs", str(target), "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={SCRATCH_BYTES}")
+    _mount("tmpfs", str(target), "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode={mode},size={size}")
+    return target
 
 
 def _dev(root: Path) -> None:
@@ -286,6 +285,10 @@ def limit_resources(file_size: int = 16 << 30) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     for kind, most in ((resource.RLIMIT_NOFILE, NOFILE), (resource.RLIMIT_NPROC, NPROC)):
-        soft, hard = resource.getrlimit(kind)
-        cap = most if hard == resource.RLIM_INFINITY else min(most, hard)
-        resource.setrlimit(kind, (min(soft, cap) if soft != resource.RLIM_INFINITY else cap, cap))
+        cap = min(_finite(v, most) for v in resource.getrlimit(kind))  # never above today's
+        resource.setrlimit(kind, (cap, cap))
+
+
+def _finite(limit: int, most: int) -> int:
+    """A limit no larger than `most` (RLIM_INFINITY counts as larger than anything)."""
+    return most if limit == resource.RLIM_INFINITY else min(limit, most)

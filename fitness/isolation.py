@@ -24,7 +24,7 @@ def isolate(job, needs: list[str]) -> None:
     folder, output to a log file, resource limits, no network."""
     os.setsid()
     die_with_parent()
-    layers = contain(job, needs)
+    walled = contain(job, needs)
     keep = {k: v for k, v in os.environ.items() if k in ENV_KEEP}
     os.environ.clear()
     os.environ.update(keep)
@@ -52,7 +52,7 @@ def isolate(job, needs: list[str]) -> None:
     os.dup2(devnull, 0)
     os.close(devnull)
     limit_resources(job.file_size_limit)
-    if "net" not in layers:
+    if not walled:
         _unshare_network()
 
 
@@ -64,22 +64,28 @@ def drop_privileges(job) -> None:
     folders (given to that user) and can no longer read the judge's memory or environment
     through /proc, nor write the judge's caches.
     """
-    if job.run_as and os.geteuid() == 0:
-        import pwd
-
-        try:
-            user = pwd.getpwnam(job.run_as)
-        except KeyError:
-            user = None
-        if user is not None:
-            for root in (job.tmpdir, os.environ.get("TORCH_EXTENSIONS_DIR", "")):
-                if root and os.path.isdir(root):
-                    _chown_tree(root, user.pw_uid, user.pw_gid)
-            os.setgroups([])
-            os.setgid(user.pw_gid)
-            os.setuid(user.pw_uid)
-            die_with_parent(parent=os.getppid())  # a change of user clears the setting
+    user = _sandbox_user(job.run_as)
+    if user is not None:
+        for root in (job.tmpdir, os.environ.get("TORCH_EXTENSIONS_DIR", "")):
+            if root and os.path.isdir(root):
+                _chown_tree(root, user.pw_uid, user.pw_gid)
+        os.setgroups([])
+        os.setgid(user.pw_gid)
+        os.setuid(user.pw_uid)
+        die_with_parent(parent=os.getppid())  # a change of user clears the setting
     no_new_privileges()
+
+
+def _sandbox_user(name: str):
+    """The passwd entry of the user to become: None unless root is asked to become one."""
+    if not name or os.geteuid() != 0:
+        return None
+    import pwd
+
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        return None
 
 
 def _chown_tree(root: str, uid: int, gid: int) -> None:

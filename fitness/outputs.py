@@ -6,7 +6,7 @@ from __future__ import annotations
 from fitness import channel
 from fitness.channel import DTYPES
 from fitness.results import Status
-from fitness.tolerance import Bound, fixed_bound
+from fitness.tolerance import Bound, Check, fixed_bound
 from fitness.tolerance import check as within_bounds
 
 
@@ -18,15 +18,12 @@ class Verdict(Exception):
         self.status, self.reason, self.caught_by, self.log = status, reason, caught_by, log
 
 
-def compare(outs, refs, atol: float, rtol: float) -> tuple[str, float, float]:
+def compare(outs, refs, atol: float, rtol: float) -> Check:
     """The fixed rule |out - ref| <= atol + rtol * |ref| elementwise, NaN/Inf only where the
-    reference has the same: ('' or a one-line reason, max abs err, worst error as a fraction
-    of the rule's bound). For experiments that set their own atol and rtol."""
-    bounds = [fixed_bound(r, atol, rtol) for r in refs]
-    reason, fraction, max_abs = within_bounds(outs, bounds)
-    if reason:
-        reason += f" (atol={atol:g} rtol={rtol:g})"
-    return reason, max_abs, fraction
+    reference has the same, checked as any bound is (fitness.tolerance.check). For
+    experiments that set their own atol and rtol."""
+    got = within_bounds(outs, [fixed_bound(r, atol, rtol) for r in refs])
+    return got._replace(reason=f"{got.reason} (atol={atol:g} rtol={rtol:g})") if got.reason else got
 
 
 def meta_problem(metas: list, expected: list) -> str:

@@ -156,19 +156,20 @@ class Child:
         finally:
             msg.close()
 
-    def pids(self) -> list[int]:
-        """The child's processes as the judge sees them (its PID-namespace init and all)."""
+    def processes(self) -> list[psutil.Process]:
+        """The child's processes as the judge sees them: the one it forked, then every
+        descendant (the PID namespace's first process, the job, what the job started)."""
         if self._ps is None:
             return []
         try:
-            return [self._ps.pid] + [p.pid for p in self._ps.children(recursive=True)]
+            return [self._ps, *self._ps.children(recursive=True)]
         except psutil.Error:
-            return []
+            return [self._ps]
 
     @contextlib.contextmanager
     def frozen(self):
         """Every process of the child stopped (SIGSTOP) while the judge reads its outputs."""
-        pids = self.pids()
+        pids = [p.pid for p in self.processes()]
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGSTOP)
@@ -180,11 +181,18 @@ class Child:
                     os.kill(pid, signal.SIGCONT)
 
     def isolation(self) -> list[str]:
-        """The walls the candidate's process is in, read by the judge from /proc."""
+        """The walls the job's process is in, read by the judge from /proc. Asked before any
+        candidate code runs, when the child is one chain: the forked process, the PID
+        namespace's first process that waits, and the job at its end."""
         from fitness.walls import observed_layers
 
-        pids = self.pids()
-        return observed_layers(pids[-1] if pids else 0)
+        job = self._ps
+        try:
+            while job is not None and job.children():
+                job = job.children()[0]
+        except psutil.Error:
+            return []
+        return observed_layers(job.pid if job is not None else 0)
 
     def _watch(self, phase: str) -> None:
         rss = self._rss()
@@ -196,15 +204,10 @@ class Child:
             )
 
     def _rss(self) -> int:
-        if self._ps is None:
-            return 0
         total = 0
-        try:
-            for p in [self._ps] + self._ps.children(recursive=True):
-                with contextlib.suppress(psutil.Error):
-                    total += p.memory_info().rss
-        except psutil.Error:
-            return total
+        for p in self.processes():
+            with contextlib.suppress(psutil.Error):
+                total += p.memory_info().rss
         return total
 
     def _death_reason(self, phase: str) -> str:

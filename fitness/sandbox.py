@@ -84,9 +84,12 @@ def harness_ops():
         yield
 
 
-def modes_left() -> bool:
-    """Whether a torch function or dispatch mode is still installed (a candidate's)."""
-    return any(depth() > 0 for depth in _MODE_DEPTHS)
+def modes_left() -> str:
+    """The problem when a torch function or dispatch mode (a candidate's) is still installed
+    after a call, else ''."""
+    if any(depth() > 0 for depth in _MODE_DEPTHS):
+        return "a torch function or dispatch mode was left installed by the call"
+    return ""
 
 
 def send(sock, kind: str, tensors=(), **fields) -> None:
@@ -118,8 +121,8 @@ def _marked(model):
 
 def flatten_outputs(out) -> tuple[list[torch.Tensor], str]:
     """The model's output as a list of tensors, and a problem description ('' if none)."""
-    if modes_left():
-        return [], "a torch function or dispatch mode was left installed by the call"
+    if problem := modes_left():
+        return [], problem
     if isinstance(out, (tuple, list)) and type(out) not in (tuple, list):
         return [], f"output container is {type(out).__qualname__}, not a plain tuple or list"
     items = list(out) if type(out) in (tuple, list) else [out]
@@ -435,7 +438,7 @@ class _CandidateState:
             fn = functools.partial(self.clock.wait, spin)
         with torch.no_grad():
             self.last, ms, tail = self.clock.call(fn, sets[i % len(sets)])
-        problem = "a torch function or dispatch mode was left installed" if modes_left() else ""
+        problem = modes_left()
         send(sock, "tick", i=i, sample=ms, tail=tail, host=self.clock.host_ms, problem=problem)
 
     def op_fetch(self, sock, cmd) -> None:

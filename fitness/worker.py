@@ -103,12 +103,11 @@ class FitnessService:
         self._workloads: dict[tuple, Workload] = {}
         self._last_device = ("", {})  # device name and versions, learnt from the first verdict
         self.evaluated = 0
-        self.isolation: list[str] = []
         if containment.required():  # refuse at start, not candidate by candidate
             from fitness.walls import probe
 
-            self.isolation = probe(self.device, EvalOptions.sandbox_user)
-            containment.require(self.isolation, f"fitness worker on {self.device}")
+            walls = probe(self.device, EvalOptions.sandbox_user)
+            containment.require(walls, f"fitness worker on {self.device}")
         threading.Thread(target=self._loop, name="fitness-gpu", daemon=True).start()
 
     # -- the stream interface
